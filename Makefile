@@ -1,0 +1,53 @@
+# tsevo: the two commands a new user needs are `make demo` and `make test`.
+# Both create .venv on first use (torch==2.13.0 first, then the project editable with dev extras)
+# and are idempotent: the stamp below is only rebuilt when pyproject.toml changes.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.tsevo-setup-stamp
+PYTEST_ARGS ?= -n 2
+
+export HF_HUB_OFFLINE := 1
+export HF_HUB_DISABLE_PROGRESS_BARS := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+export MPLBACKEND := Agg
+export PYTHONHASHSEED := 0
+export JUPYTER_PLATFORM_DIRS := 1
+export IPYTHONDIR := $(CURDIR)/.cache/ipython
+export JUPYTER_RUNTIME_DIR := $(CURDIR)/.cache/jupyter-runtime
+
+.PHONY: setup demo test lint typecheck pytest bench test-live test-browser notebooks clean-venv
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@bash .ci/setup.sh "$(PYTHON)" "$(VENV)"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m tsevo demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check --diff .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy tsevo
+
+pytest: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test: $(STAMP)
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory lint typecheck pytest || exit $$?; \
+	echo "make test: all checks passed in $$(( $$(date +%s) - start ))s"
+
+bench: $(STAMP)
+	$(PY) -m tests.bench
+
+clean-venv:
+	rm -rf $(VENV)
