@@ -1,0 +1,1 @@
+"""Tools, stages, the library chain, the primitives catalog, the sandbox and calibration trees."""
