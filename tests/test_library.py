@@ -1,0 +1,191 @@
+import json
+
+import numpy as np
+import pytest
+
+from tsevo.data import Question
+from tsevo.library.library import Library, Stage, library_from_tools, scope_matches
+from tsevo.library.reading import apply_rule, match_label
+from tsevo.library.tool import (
+    Contract,
+    Guidance,
+    Matcher,
+    Provenance,
+    ReadingRule,
+    Scope,
+    Tool,
+    question_tokens,
+)
+
+SRC = 'def tool():\n    y = ctx.primary()\n    return {"m": float(np.mean(y))}\n'
+
+
+def _q(text="Is the trend upward or downward?", options=("upward", "downward", "flat"), **kw):
+    series = kw.pop("series", {"y": np.linspace(0, 1, 32)})
+    primary = kw.pop("primary", ("y",))
+    return Question(
+        id=kw.pop("id", "q1"),
+        source="t",
+        task=kw.pop("task", "trend"),
+        question=text,
+        options=options,
+        series=series,
+        primary=primary,
+        gold=0,
+        **kw,
+    )
+
+
+def _tool(tid="t1", **kw):
+    base = dict(
+        id=tid,
+        name="tool",
+        description="mean level",
+        source=SRC,
+        round=1,
+        scope=Scope(tasks=("trend",), arity="single", matcher=Matcher({"trend": 1.0}, 0.5)),
+        contract=Contract("summary.mean", ("primary",), "fixes level questions", params={"w": 3}),
+        guidance=Guidance(
+            "higher mean means upward", ReadingRule("label", "m", (0.5,), ("downward", "upward"))
+        ),
+        outputs=("m",),
+        provenance=Provenance(bucket="b1", attempt=2),
+    )
+    base.update(kw)
+    return Tool(**base)
+
+
+def test_tool_roundtrip_and_hash_detects_tampering():
+    t = _tool()
+    t2 = Tool.from_dict(json.loads(json.dumps(t.to_dict())))
+    assert t2 == t and t2.hash == t.hash
+    d = t.to_dict()
+    d["source"] = d["source"].replace("mean", "median")
+    with pytest.raises(ValueError, match="hash"):
+        Tool.from_dict(d)
+
+
+def test_tool_validation():
+    with pytest.raises(ValueError):
+        Tool(id="bad id!", source=SRC)
+    with pytest.raises(ValueError, match="no source"):
+        Tool(id="x", kind="tool", source="")
+    with pytest.raises(ValueError, match="target"):
+        Tool(id="g", kind="usage_guidance")
+    with pytest.raises(ValueError):
+        ReadingRule("label", "k", (0.0, 1.0), ("a", "b"))  # needs 3 labels
+
+
+def test_library_save_load_byte_identical(tmp_path):
+    lib = library_from_tools("expert", [_tool("a"), _tool("b", source=SRC.replace("mean", "std"))])
+    lib = lib.append_stage(Stage(1, (_tool("r1.c"),), "round 1", "strict"))
+    p1 = lib.save(tmp_path / "lib1")
+    lib2 = Library.load(p1)
+    assert lib2 == lib
+    p2 = lib2.save(tmp_path / "lib2")
+    files1 = sorted(f.relative_to(p1) for f in p1.rglob("*") if f.is_file())
+    files2 = sorted(f.relative_to(p2) for f in p2.rglob("*") if f.is_file())
+    assert files1 == files2
+    for f in files1:
+        assert (p1 / f).read_bytes() == (p2 / f).read_bytes()
+    assert (p1 / "stage_0" / "a.py").read_text() == SRC
+    # overwrite in place keeps a valid library
+    lib.save(p1)
+    assert Library.load(p1) == lib
+
+
+def test_library_rejects_reused_ids_and_bad_order():
+    with pytest.raises(ValueError, match="twice"):
+        library_from_tools("x", [_tool("a")]).append_stage(Stage(1, (_tool("a"),)))
+    lib = library_from_tools("x", [_tool("a")]).append_stage(Stage(2, (_tool("b"),)))
+    with pytest.raises(ValueError):
+        lib.append_stage(Stage(1, (_tool("c"),)))
+
+
+def test_scope_matching_and_anti_scope():
+    q = _q()
+    assert scope_matches(_tool().scope, q)
+    assert not scope_matches(Scope(tasks=("other",)), q)
+    assert not scope_matches(Scope(anti_tasks=("trend",)), q)
+    assert not scope_matches(Scope(arity="dual"), q)
+    assert not scope_matches(Scope(options_kind="numeric"), q)
+    assert scope_matches(Scope(options_kind="label"), q)
+    assert not scope_matches(Scope(anti_matcher=Matcher(require=("upward",))), q)
+    assert not scope_matches(Scope(matcher=Matcher(forbid=("trend",))), q)
+    # numbers are masked out of matcher tokens
+    assert "120" not in question_tokens("compare t=120 with t=180")
+
+
+def test_shortlist_caps_three_tools_over_chain():
+    tools = [_tool(f"t{i}") for i in range(3)]
+    lib = library_from_tools("x", tools).append_stage(Stage(1, (_tool("r1"), _tool("r2"))))
+    sl = lib.shortlist(_q(), max_tools=3)
+    assert [len(r) for r in sl] == [3, 0]
+    assert sum(len(r) for r in lib.shortlist(_q(), max_tools=4)) == 4
+
+
+def test_effective_applies_refine_rescope_retire():
+    t = _tool("a", round=0)
+    lib = library_from_tools("x", [t, _tool("b", round=0)])
+    new_rule = Guidance("flipped", ReadingRule("label", "m", (0.5,), ("upward", "downward")))
+    st = Stage(
+        1,
+        (
+            Tool(
+                id="g1",
+                kind="usage_guidance",
+                guidance=new_rule,
+                provenance=Provenance(action="refine", target="a"),
+            ),
+            Tool(
+                id="s1",
+                kind="scope_override",
+                scope=Scope(tasks=("nothing",)),
+                provenance=Provenance(action="rescope", target="b"),
+            ),
+        ),
+    )
+    lib = lib.append_stage(st)
+    eff = lib.effective()
+    a = next(x for x in eff[0] if x.tool.id == "a")
+    assert a.tool.guidance == new_rule and a.amended_by == ("g1",)
+    assert lib.shortlist(_q())[0] == [a]  # b rescoped away
+    lib = lib.append_stage(
+        Stage(
+            2,
+            (Tool(id="x1", kind="tombstone", provenance=Provenance(action="retire", target="a")),),
+        )
+    )
+    assert [x.tool.id for x in lib.effective()[0]] == ["b"]
+
+
+def test_scope_catalog_text():
+    lib = library_from_tools("expert", [_tool("a")])
+    text = lib.scope_catalog()
+    assert "a [tool] mean level" in text and "tasks: trend" in text and "reading rule" in text
+
+
+def test_reading_rules():
+    opts = ("The trend is upward", "The trend is downward", "flat")
+    label = ReadingRule(
+        "label", "v", (-1.0, 1.0), ("downward", "flat", "upward"), margin=0.1, confidence=0.8
+    )
+    assert apply_rule(label, {"v": 2.0}, opts).option == 0
+    assert apply_rule(label, {"v": 0.0}, opts).option == 2
+    assert apply_rule(label, {"v": 1.05}, opts).option is None  # inside the abstain band
+    assert apply_rule(label, {"w": 1.0}, opts).option is None
+    assert apply_rule(label, None, opts).option is None
+    near = ReadingRule("nearest_number", "p", scale=2.0, offset=1.0, margin=0.05)
+    assert apply_rule(near, {"p": 5.9}, ("period 7", "period 13", "period 24")).option == 1
+    assert apply_rule(near, {"p": 4.5}, ("7", "13")).option is None  # 10 is equidistant
+    ext = ReadingRule("extremum", prefix="d_", mode="min", margin=0.05)
+    out = {"d_A": 3.0, "d_B": 0.5, "d_C": 2.0}
+    assert apply_rule(ext, out, ("Series A", "Series B", "Series C"), ("A", "B", "C")).option == 1
+    assert (
+        apply_rule(
+            ext, {"d_A": 1.0, "d_B": 1.01, "d_C": 5.0}, ("A", "B", "C"), ("A", "B", "C")
+        ).option
+        is None
+    )
+    assert match_label("up", ("upward", "down")) is None
+    assert match_label("Upward", ("upward", "downward")) == 0

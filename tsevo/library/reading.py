@@ -1,0 +1,149 @@
+"""Apply a :class:`~tsevo.library.tool.ReadingRule` to a tool's evidence: the builtin reviewer's core.
+
+The tool stays evidence-only (numbers); turning evidence into an option is the rule's job, and the
+rule lives in the tool's guidance. A rule either proposes one option with a confidence or abstains.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .tool import ReadingRule
+
+__all__ = ["Reading", "apply_rule", "match_label", "option_number"]
+
+_NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_TOK = re.compile(r"[a-z0-9_]+")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The outcome of reading evidence with a rule.
+
+    Attributes:
+        option: Proposed option index, or ``None`` (abstain).
+        confidence: Confidence in [0, 1] (0 when abstaining).
+        reason: Short human-readable explanation.
+    """
+
+    option: int | None
+    confidence: float
+    reason: str
+
+
+def _norm(s: str) -> str:
+    return " ".join(_TOK.findall(s.lower()))
+
+
+def match_label(label: str, options: Sequence[str]) -> int | None:
+    """Index of the option matching a class label: exact (normalized) first, then unique token containment."""
+    lab = _norm(label)
+    if not lab:
+        return None
+    exact = [i for i, o in enumerate(options) if _norm(o) == lab]
+    if len(exact) == 1:
+        return exact[0]
+    lt = set(lab.split())
+    cont = [i for i, o in enumerate(options) if lt <= set(_norm(o).split())]
+    if len(cont) == 1:
+        return cont[0]
+    return None
+
+
+def option_number(option: str) -> float | None:
+    """The first number written in an option, or None."""
+    m = _NUM.search(option)
+    return float(m.group()) if m else None
+
+
+def _num(outputs: Mapping[str, Any], key: str) -> float | None:
+    v = outputs.get(key)
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, int | float) and math.isfinite(v):
+        return float(v)
+    return None
+
+
+def apply_rule(
+    rule: ReadingRule,
+    outputs: Mapping[str, Any] | None,
+    options: Sequence[str],
+    candidates: Sequence[str] = (),
+) -> Reading:
+    """Read a tool's outputs with a rule.
+
+    Args:
+        rule: The reading rule.
+        outputs: The tool's outputs (``None`` when it abstained).
+        options: The question's option texts.
+        candidates: The question's candidate series names (for ``extremum``).
+
+    Returns:
+        A :class:`Reading`; ``option`` is ``None`` when the rule abstains.
+    """
+    if not outputs:
+        return Reading(None, 0.0, "no evidence")
+    if rule.kind == "label":
+        return _read_label(rule, outputs, options)
+    if rule.kind == "nearest_number":
+        return _read_nearest(rule, outputs, options)
+    return _read_extremum(rule, outputs, options, candidates)
+
+
+def _read_label(rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence[str]) -> Reading:
+    v = _num(outputs, rule.key)
+    if v is None:
+        return Reading(None, 0.0, f"output {rule.key!r} missing")
+    if any(abs(v - b) < rule.margin for b in rule.bins):
+        return Reading(None, 0.0, f"{rule.key}={v:.4g} inside the abstain band")
+    idx = sum(v >= b for b in rule.bins)
+    label = rule.labels[idx]
+    opt = match_label(label, options)
+    if opt is None:
+        return Reading(None, 0.0, f"{rule.key}={v:.4g} -> '{label}', which no option names")
+    return Reading(opt, rule.confidence, f"{rule.key}={v:.4g} -> '{label}'")
+
+
+def _read_nearest(rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence[str]) -> Reading:
+    x = _num(outputs, rule.key)
+    if x is None:
+        return Reading(None, 0.0, f"output {rule.key!r} missing")
+    target = rule.scale * x + rule.offset
+    nums = [(i, option_number(o)) for i, o in enumerate(options)]
+    scored = sorted((abs(n - target), i) for i, n in nums if n is not None)
+    if not scored:
+        return Reading(None, 0.0, "no numeric options")
+    if len(scored) > 1:
+        d1, d2 = scored[0][0], scored[1][0]
+        if (d2 - d1) / (d1 + d2 + 1e-12) < rule.margin:
+            return Reading(None, 0.0, f"target {target:.4g} is ambiguous between two options")
+    return Reading(scored[0][1], rule.confidence, f"{rule.key}={x:.4g} -> target {target:.4g}")
+
+
+def _read_extremum(
+    rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence[str], candidates: Sequence[str]
+) -> Reading:
+    scores = {}
+    for c in candidates:
+        v = _num(outputs, f"{rule.prefix}{c}")
+        if v is not None:
+            scores[c] = v
+    if len(scores) < 2:
+        return Reading(None, 0.0, "fewer than two candidate scores")
+    ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=rule.mode == "max")
+    (best, b1), (_, b2) = ranked[0], ranked[1]
+    spread = max(scores.values()) - min(scores.values())
+    if spread <= 0 or abs(b1 - b2) / spread < rule.margin:
+        return Reading(None, 0.0, "best candidates are too close")
+    want = best.lower()
+    hits = [i for i, o in enumerate(options) if want in _TOK.findall(o.lower())]
+    if len(hits) != 1:
+        return Reading(None, 0.0, f"no single option names candidate {best!r}")
+    return Reading(
+        hits[0], rule.confidence, f"{rule.mode} {rule.prefix}* at candidate {best} ({b1:.4g})"
+    )

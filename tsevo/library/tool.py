@@ -1,0 +1,520 @@
+"""Tools and the other artifacts a round can admit, with their scope, contract and guidance.
+
+A *tool* is source for exactly one zero-argument function that reads a question through ``ctx`` and
+the primitives facade ``P`` and returns a flat dict of finite numbers or booleans (or ``None`` to
+abstain). Beside the source it carries metadata: a stable id (never reused), a content hash, the round
+that admitted it, a :class:`Scope` (where it applies), a :class:`Contract` (what it must measure), a
+:class:`Guidance` (how a reviewer reads it: text for an LLM and a machine-readable
+:class:`ReadingRule` for the builtin reviewer), an optional calibration record and a
+:class:`Provenance`.
+
+Other artifact kinds live in the same record type: ``usage_guidance`` amends an earlier tool's
+guidance (the *refine* action), ``prompt_patch`` adds reviewer text (LLM backend only),
+``scope_override`` narrows an earlier tool (*rescope*) and ``tombstone`` retires one (*retire*).
+Everything is frozen and JSON round-trips exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+__all__ = [
+    "ARTIFACT_KINDS",
+    "ArtifactKind",
+    "Contract",
+    "Guidance",
+    "Matcher",
+    "Provenance",
+    "ReadingRule",
+    "Scope",
+    "Tool",
+    "canonical_json",
+    "question_tokens",
+]
+
+ArtifactKind = Literal["tool", "usage_guidance", "prompt_patch", "scope_override", "tombstone"]
+ARTIFACT_KINDS: tuple[str, ...] = (
+    "tool",
+    "usage_guidance",
+    "prompt_patch",
+    "scope_override",
+    "tombstone",
+)
+Arity = Literal["any", "single", "dual", "candidates", "covariate"]
+RuleKind = Literal["label", "nearest_number", "extremum"]
+
+_TOKEN = re.compile(r"[a-z][a-z_]+")
+
+
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON text (sorted keys, two-space indent, trailing newline)."""
+    return json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def question_tokens(text: str) -> frozenset[str]:
+    """Lower-case word tokens of a question text, numbers masked out (what matchers read)."""
+    return frozenset(_TOKEN.findall(text.lower()))
+
+
+def _tuple(v: Any) -> tuple[Any, ...]:
+    return tuple(v) if v is not None else ()
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """A text matcher over question tokens (numbers masked), learned from a bucket or written by hand.
+
+    The score is the weighted fraction of the matcher's terms present in the question:
+    ``sum(w_t for t in terms if t in tokens) / sum(w_t)``. A question matches when the score is at
+    least ``threshold``, every ``require`` token is present and no ``forbid`` token is.
+
+    Attributes:
+        terms: Term weights (positive).
+        threshold: Minimum score in [0, 1]; 0 with no terms matches everything.
+        require: Tokens that must all be present.
+        forbid: Tokens that must all be absent.
+    """
+
+    terms: Mapping[str, float] = field(default_factory=dict)
+    threshold: float = 0.0
+    require: tuple[str, ...] = ()
+    forbid: tuple[str, ...] = ()
+
+    def score(self, tokens: frozenset[str]) -> float:
+        """Weighted fraction of terms present (1.0 when there are no terms)."""
+        total = sum(self.terms.values())
+        if total <= 0:
+            return 1.0
+        return sum(w for t, w in self.terms.items() if t in tokens) / total
+
+    def matches(self, tokens: frozenset[str]) -> bool:
+        """True when the tokens satisfy require/forbid and the score threshold."""
+        if any(t not in tokens for t in self.require):
+            return False
+        if any(t in tokens for t in self.forbid):
+            return False
+        return self.score(tokens) >= self.threshold - 1e-12
+
+    @property
+    def is_trivial(self) -> bool:
+        """True when the matcher accepts every question."""
+        return not self.terms and not self.require and not self.forbid
+
+    def describe(self, top: int = 8) -> str:
+        """Short text rendering for catalogs."""
+        parts = []
+        if self.terms:
+            best = sorted(self.terms.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+            parts.append(
+                "terms " + ", ".join(t for t, _ in best) + f" (score >= {self.threshold:.2f})"
+            )
+        if self.require:
+            parts.append("requires " + ", ".join(self.require))
+        if self.forbid:
+            parts.append("never with " + ", ".join(self.forbid))
+        return "; ".join(parts) or "any question"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "terms": {k: float(v) for k, v in sorted(self.terms.items())},
+            "threshold": float(self.threshold),
+            "require": list(self.require),
+            "forbid": list(self.forbid),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Matcher:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            terms={str(k): float(v) for k, v in (d.get("terms") or {}).items()},
+            threshold=float(d.get("threshold", 0.0)),
+            require=_tuple(d.get("require")),
+            forbid=_tuple(d.get("forbid")),
+        )
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where an artifact applies. Out-of-scope questions are never touched.
+
+    Attributes:
+        tasks: Task names it applies to (empty = any task).
+        evidence: Evidence types it provides (descriptive, e.g. ``"level_gap"``).
+        arity: Input shape: ``single`` (one primary), ``dual`` (two primaries), ``candidates``
+            (reference plus named candidates), ``covariate`` (a named covariate), or ``any``.
+        anti_tasks: Tasks it must never touch (anti-scope).
+        matcher: Text matcher the question must satisfy.
+        anti_matcher: Text matcher the question must NOT satisfy (anti-scope); ignored when trivial.
+        options_kind: Required option shape: ``numeric``, ``label``, ``candidate`` or ``any``.
+    """
+
+    tasks: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+    arity: Arity = "any"
+    anti_tasks: tuple[str, ...] = ()
+    matcher: Matcher = field(default_factory=Matcher)
+    anti_matcher: Matcher = field(default_factory=Matcher)
+    options_kind: str = "any"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "tasks": list(self.tasks),
+            "evidence": list(self.evidence),
+            "arity": self.arity,
+            "anti_tasks": list(self.anti_tasks),
+            "matcher": self.matcher.to_dict(),
+            "anti_matcher": self.anti_matcher.to_dict(),
+            "options_kind": self.options_kind,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Scope:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            tasks=_tuple(d.get("tasks")),
+            evidence=_tuple(d.get("evidence")),
+            arity=d.get("arity", "any"),
+            anti_tasks=_tuple(d.get("anti_tasks")),
+            matcher=Matcher.from_dict(d.get("matcher") or {}),
+            anti_matcher=Matcher.from_dict(d.get("anti_matcher") or {}),
+            options_kind=d.get("options_kind", "any"),
+        )
+
+    def describe(self) -> str:
+        """One-line text rendering for catalogs."""
+        parts = [f"tasks: {', '.join(self.tasks) or 'any'}", f"input: {self.arity}"]
+        if self.options_kind != "any":
+            parts.append(f"options: {self.options_kind}")
+        if self.evidence:
+            parts.append(f"evidence: {', '.join(self.evidence)}")
+        if not self.matcher.is_trivial:
+            parts.append(f"when: {self.matcher.describe()}")
+        anti = list(self.anti_tasks)
+        if not self.anti_matcher.is_trivial:
+            anti.append(self.anti_matcher.describe())
+        if anti:
+            parts.append(f"not for: {'; '.join(anti)}")
+        return " | ".join(parts)
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What an artifact must deliver (the planner's contract card fields that are checked downstream).
+
+    Attributes:
+        measurement: The required measurement, e.g. ``"window_compare.level_gap_sigma"``.
+        signature: Required inputs, e.g. ``("primary",)``, ``("primary", "covariate")``,
+            ``("reference", "candidates")``.
+        success_criterion: How a repair is recognised, in words.
+        calibration: Optional calibration request (``{"kind": "binary_decision_tree_v1", ...}``).
+        params: Measurement parameters chosen by the planner (windows, lags, bands).
+    """
+
+    measurement: str = ""
+    signature: tuple[str, ...] = ("primary",)
+    success_criterion: str = ""
+    calibration: Mapping[str, Any] | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "measurement": self.measurement,
+            "signature": list(self.signature),
+            "success_criterion": self.success_criterion,
+            "calibration": dict(self.calibration) if self.calibration is not None else None,
+            "params": dict(self.params),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Contract:
+        """Inverse of :meth:`to_dict`."""
+        cal = d.get("calibration")
+        return cls(
+            measurement=d.get("measurement", ""),
+            signature=_tuple(d.get("signature")) or ("primary",),
+            success_criterion=d.get("success_criterion", ""),
+            calibration=dict(cal) if cal is not None else None,
+            params=dict(d.get("params") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class ReadingRule:
+    """How the builtin reviewer turns a tool's evidence into an option (the rule lives here, not in the tool).
+
+    Kinds:
+        ``label``: ``value = outputs[key]`` is cut by ``bins`` (ascending) into ``labels`` (one more
+        than bins); the option whose text matches the label is chosen. An abstain band of
+        ``margin`` around every cut point gives no decision.
+        ``nearest_number``: ``value = scale * outputs[key] + offset``; the option whose (first) number
+        is nearest is chosen; no decision when the two nearest are within ``margin`` (relative).
+        ``extremum``: ``outputs[prefix + name]`` is a score per candidate series; the candidate with
+        the ``mode`` (``min`` | ``max``) score is chosen, mapped to the option naming it; no decision
+        when the best two differ by less than ``margin`` (relative to their spread).
+
+    Attributes:
+        kind: ``label`` | ``nearest_number`` | ``extremum``.
+        key: Output key read (``label``, ``nearest_number``).
+        bins: Cut points (``label``).
+        labels: Class label texts (``label``).
+        scale: Affine scale (``nearest_number``).
+        offset: Affine offset (``nearest_number``).
+        prefix: Per-candidate output key prefix (``extremum``).
+        mode: ``min`` or ``max`` (``extremum``).
+        margin: Abstain band (see kinds).
+        confidence: Prior confidence of the rule in [0, 1] (cross-validated accuracy on train).
+    """
+
+    kind: RuleKind
+    key: str = ""
+    bins: tuple[float, ...] = ()
+    labels: tuple[str, ...] = ()
+    scale: float = 1.0
+    offset: float = 0.0
+    prefix: str = ""
+    mode: Literal["min", "max"] = "min"
+    margin: float = 0.0
+    confidence: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("label", "nearest_number", "extremum"):
+            raise ValueError(f"unknown reading rule kind {self.kind!r}")
+        if self.kind == "label" and len(self.labels) != len(self.bins) + 1:
+            raise ValueError("a label rule needs exactly one more label than bins")
+        if self.kind == "label" and list(self.bins) != sorted(self.bins):
+            raise ValueError("label rule bins must be ascending")
+        for v in (*self.bins, self.scale, self.offset, self.margin, self.confidence):
+            if not math.isfinite(v):
+                raise ValueError("reading rule numbers must be finite")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        d = asdict(self)
+        d["bins"] = list(self.bins)
+        d["labels"] = list(self.labels)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ReadingRule:
+        """Inverse of :meth:`to_dict`."""
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        kw["bins"] = tuple(float(x) for x in kw.get("bins", ()))
+        kw["labels"] = tuple(kw.get("labels", ()))
+        return cls(**kw)
+
+    def describe(self) -> str:
+        """Text rendering for an LLM reviewer and for humans."""
+        if self.kind == "label":
+            cuts = []
+            for i, lab in enumerate(self.labels):
+                lo = "-inf" if i == 0 else f"{self.bins[i - 1]:.4g}"
+                hi = "+inf" if i == len(self.bins) else f"{self.bins[i]:.4g}"
+                cuts.append(f"{lo} <= {self.key} < {hi} -> '{lab}'")
+            return "; ".join(cuts)
+        if self.kind == "nearest_number":
+            return f"choose the option whose number is nearest {self.scale:.4g} * {self.key} + {self.offset:.4g}"
+        return f"choose the candidate with the {self.mode}imum {self.prefix}<candidate> score"
+
+
+@dataclass(frozen=True)
+class Guidance:
+    """How to read an artifact's evidence.
+
+    Attributes:
+        text: Natural-language guidance for an LLM reviewer.
+        rule: Machine-readable rule for the builtin reviewer (``None``: text only).
+    """
+
+    text: str = ""
+    rule: ReadingRule | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {"text": self.text, "rule": self.rule.to_dict() if self.rule else None}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Guidance:
+        """Inverse of :meth:`to_dict`."""
+        r = d.get("rule")
+        return cls(text=d.get("text", ""), rule=ReadingRule.from_dict(r) if r else None)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where an artifact came from.
+
+    Attributes:
+        bucket: Failure bucket id that asked for it.
+        attempt: Synthesis attempt number (1-based; 0 for hand-written).
+        parent: Id of the artifact it was refined from (Mara chain lineage), if any.
+        action: Planner action: ``create`` | ``refine`` | ``rescope`` | ``retire`` | ``root``.
+        target: Earlier artifact an action targets (refine / rescope / retire).
+        author: ``builtin``, an LLM model id, or ``human``.
+    """
+
+    bucket: str = ""
+    attempt: int = 0
+    parent: str = ""
+    action: str = "create"
+    target: str = ""
+    author: str = "builtin"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Provenance:
+        """Inverse of :meth:`to_dict`."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One admitted (or candidate) artifact. See the module docstring for the kinds.
+
+    Attributes:
+        id: Stable id, never reused (e.g. ``"r1.t03.level_gap"``).
+        kind: Artifact kind.
+        name: Python function name in ``source`` (tools) or a short slug.
+        description: One line saying what it measures.
+        source: Source of the zero-argument function (``""`` for non-tool kinds).
+        round: Round that admitted it (0 = root).
+        scope: Where it applies (for ``scope_override``: the narrowed scope of ``target``).
+        contract: What it must measure.
+        guidance: How to read it (for ``usage_guidance``: the amended guidance of ``target``).
+        outputs: Output keys the tool returns.
+        calibration: Calibration record (``CalibrationResult.to_dict()``) or ``None``.
+        provenance: Origin.
+    """
+
+    id: str
+    kind: ArtifactKind = "tool"
+    name: str = "tool"
+    description: str = ""
+    source: str = ""
+    round: int = 0
+    scope: Scope = field(default_factory=Scope)
+    contract: Contract = field(default_factory=Contract)
+    guidance: Guidance = field(default_factory=Guidance)
+    outputs: tuple[str, ...] = ()
+    calibration: Mapping[str, Any] | None = None
+    provenance: Provenance = field(default_factory=Provenance)
+
+    def __post_init__(self) -> None:
+        if not self.id or not re.fullmatch(r"[A-Za-z0-9_.\-]+", self.id):
+            raise ValueError(f"tool id {self.id!r} must be non-empty [A-Za-z0-9_.-]")
+        if self.kind not in ARTIFACT_KINDS:
+            raise ValueError(f"unknown artifact kind {self.kind!r}")
+        if self.kind == "tool" and not self.source.strip():
+            raise ValueError(f"tool {self.id!r} has no source")
+        if (
+            self.kind in ("usage_guidance", "scope_override", "tombstone")
+            and not self.provenance.target
+        ):
+            raise ValueError(f"{self.kind} artifact {self.id!r} needs provenance.target")
+
+    @property
+    def target(self) -> str:
+        """The earlier artifact this one amends (empty for tools and prompt patches)."""
+        return self.provenance.target
+
+    @property
+    def hash(self) -> str:
+        """Content hash over source and every behavioural field (not id, round or provenance)."""
+        body = {
+            "kind": self.kind,
+            "source": self.source,
+            "scope": self.scope.to_dict(),
+            "contract": self.contract.to_dict(),
+            "guidance": self.guidance.to_dict(),
+            "outputs": list(self.outputs),
+        }
+        return hashlib.sha256(canonical_json(body).encode()).hexdigest()[:16]
+
+    @property
+    def source_hash(self) -> str:
+        """Hash of the source alone (the sandbox result cache key)."""
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+    def meta_dict(self) -> dict[str, Any]:
+        """Everything but the source, JSON-friendly (what ``stage.json`` stores)."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "name": self.name,
+            "description": self.description,
+            "round": self.round,
+            "scope": self.scope.to_dict(),
+            "contract": self.contract.to_dict(),
+            "guidance": self.guidance.to_dict(),
+            "outputs": list(self.outputs),
+            "calibration": dict(self.calibration) if self.calibration is not None else None,
+            "provenance": self.provenance.to_dict(),
+            "hash": self.hash,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict including the source."""
+        d = self.meta_dict()
+        d["source"] = self.source
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], source: str | None = None) -> Tool:
+        """Inverse of :meth:`to_dict` (``source`` overrides ``d["source"]``).
+
+        Raises:
+            ValueError: when a stored ``hash`` does not match the content (a corrupted library).
+        """
+        cal = d.get("calibration")
+        t = cls(
+            id=d["id"],
+            kind=d.get("kind", "tool"),
+            name=d.get("name", "tool"),
+            description=d.get("description", ""),
+            source=source if source is not None else d.get("source", ""),
+            round=int(d.get("round", 0)),
+            scope=Scope.from_dict(d.get("scope") or {}),
+            contract=Contract.from_dict(d.get("contract") or {}),
+            guidance=Guidance.from_dict(d.get("guidance") or {}),
+            outputs=_tuple(d.get("outputs")),
+            calibration=dict(cal) if cal is not None else None,
+            provenance=Provenance.from_dict(d.get("provenance") or {}),
+        )
+        stored = d.get("hash")
+        if stored is not None and stored != t.hash:
+            raise ValueError(
+                f"tool {t.id!r}: stored hash {stored} does not match its content ({t.hash})"
+            )
+        return t
+
+    def with_round(self, round_: int) -> Tool:
+        """Return a copy stamped with the round that admits it."""
+        from dataclasses import replace
+
+        return replace(self, round=round_)
+
+
+def options_kind(options: Sequence[str], candidates: Sequence[str]) -> str:
+    """Classify an option set: ``candidate`` (options name candidate series), ``numeric`` or ``label``."""
+    if candidates:
+        cand = {c.lower() for c in candidates}
+        if all(
+            any(tok in cand for tok in re.findall(r"[A-Za-z0-9_]+", o.lower())) for o in options
+        ):
+            return "candidate"
+    if all(re.search(r"[-+]?\d", o) for o in options):
+        return "numeric"
+    return "label"

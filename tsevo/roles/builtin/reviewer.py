@@ -1,0 +1,52 @@
+"""The builtin reviewer: applies each tool's reading rule and replaces only on an explicit reading."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tsevo.library.reading import apply_rule
+
+from ..protocols import Evidence, Review
+
+if TYPE_CHECKING:
+    from tsevo.data import Question
+
+__all__ = ["RuleReviewer"]
+
+
+class RuleReviewer:
+    """Reads each ran tool's evidence with its guidance rule.
+
+    The incoming answer is the default. With several readings, the most confident one wins; when
+    readings of equal confidence disagree the reviewer makes no decision. A replacement is made only
+    when a tool actually ran (status ``ok``) and its rule proposed an option different from the
+    incoming answer.
+    """
+
+    name = "builtin-rule-reviewer"
+
+    def review(self, q: Question, incoming: int, evidence: Sequence[Evidence]) -> Review:
+        """Return keep / replace / no_decision for one stage."""
+        readings = []
+        for ev in evidence:
+            rule = ev.tool.tool.guidance.rule
+            if ev.status != "ok" or rule is None:
+                continue
+            r = apply_rule(rule, ev.outputs, q.options, q.candidates)
+            if r.option is not None:
+                readings.append((r.confidence, ev.tool.tool.id, r))
+        if not readings:
+            return Review("no_decision", None, "no tool evidence could be read")
+        readings.sort(key=lambda x: (-x[0], x[1]))
+        top_conf = readings[0][0]
+        top = [x for x in readings if abs(x[0] - top_conf) < 1e-9]
+        opts = {x[2].option for x in top}
+        if len(opts) > 1:
+            ids = tuple(x[1] for x in top)
+            return Review("no_decision", None, "equally confident tools disagree", ids)
+        _conf, tid, reading = readings[0]
+        support = tuple(sorted(x[1] for x in readings if x[2].option == reading.option))
+        if reading.option == incoming:
+            return Review("keep", incoming, f"{tid}: {reading.reason} agrees", support)
+        return Review("replace", reading.option, f"{tid}: {reading.reason}", support)
