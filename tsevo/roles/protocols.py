@@ -89,3 +89,79 @@ class Reviewer(Protocol):
     def review(self, q: Question, incoming: int, evidence: Sequence[Evidence]) -> Review:
         """Return keep / replace / no_decision."""
         ...
+
+
+# ---------------------------------------------------------------------------- evolution roles
+@dataclass(frozen=True)
+class ErrorItem:
+    """One train error as the triage role sees it: no task, no gold, no metadata.
+
+    Attributes:
+        qid: Question id.
+        text: Question text (and context).
+        options: Option texts.
+        n_primary: Number of primary series.
+        n_candidates: Number of candidate series.
+        n_covariates: Number of covariate series.
+        tool_fired: Whether any tool returned evidence for it.
+        tools: Ids of tools that ran.
+        decision: Last stage decision (``replace``/``keep``/``no_decision``/``no_tool``/``""``).
+    """
+
+    qid: str
+    text: str
+    options: tuple[str, ...]
+    n_primary: int = 1
+    n_candidates: int = 0
+    n_covariates: int = 0
+    tool_fired: bool = False
+    tools: tuple[str, ...] = ()
+    decision: str = ""
+
+
+@dataclass(frozen=True)
+class Category:
+    """A failure category from the define step.
+
+    Attributes:
+        id: Category id (``c1``, ``c2``, ...).
+        label: Short label.
+        criteria: When an error belongs here, in words.
+        centroid: Builtin backend only: term weights of the category's centroid.
+    """
+
+    id: str
+    label: str
+    criteria: str
+    centroid: Mapping[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "id": self.id,
+            "label": self.label,
+            "criteria": self.criteria,
+            "centroid": {k: float(v) for k, v in sorted(self.centroid.items())},
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Category:
+        """Inverse of :meth:`to_dict`."""
+        return cls(d["id"], d["label"], d["criteria"], dict(d.get("centroid") or {}))
+
+
+@runtime_checkable
+class Triage(Protocol):
+    """Clusters errors in two steps: define categories from a sample, then assign every error."""
+
+    name: str
+
+    def define(self, errors: Sequence[ErrorItem], max_categories: int) -> list[Category]:
+        """Return at most ``max_categories`` categories for a sample of errors."""
+        ...
+
+    def assign(
+        self, categories: Sequence[Category], batch: Sequence[ErrorItem]
+    ) -> dict[str, str | None]:
+        """Map every qid of the batch to a category id (or None when none fits)."""
+        ...

@@ -2,5 +2,6 @@
 
 from .answerer import GlobalSummaryAnswerer, series_summary
 from .reviewer import RuleReviewer
+from .triage import ClusterTriage
 
-__all__ = ["GlobalSummaryAnswerer", "RuleReviewer", "series_summary"]
+__all__ = ["ClusterTriage", "GlobalSummaryAnswerer", "RuleReviewer", "series_summary"]

@@ -1,0 +1,144 @@
+from dataclasses import replace
+
+import pytest
+
+from tsevo.evolve.cluster import ClusteringError, cluster_errors
+from tsevo.evolve.config import ProtocolConfig
+from tsevo.roles.builtin import ClusterTriage
+from tsevo.roles.protocols import Category, ErrorItem
+
+
+def _errors(n_per=20):
+    out = []
+    for i in range(n_per):
+        out.append(
+            ErrorItem(
+                f"t{i:03d}",
+                f"Is the trend over the {i} samples upward or downward?",
+                ("upward", "downward", "flat"),
+            )
+        )
+        out.append(
+            ErrorItem(
+                f"p{i:03d}",
+                "What is the dominant period of the seasonal cycle?",
+                ("12", "24", "7"),
+                tool_fired=i % 4 == 0,
+            )
+        )
+        out.append(
+            ErrorItem(
+                f"m{i:03d}",
+                "Which candidate series best matches the reference?",
+                ("A", "B", "C"),
+                n_candidates=3,
+            )
+        )
+    return out
+
+
+CFG = ProtocolConfig()
+
+
+def test_builtin_triage_separates_question_kinds():
+    res = cluster_errors(_errors(), ClusterTriage(), CFG)
+    no_tool = [b for b in res.buckets if b.side == "no_tool"]
+    prefixes = [{m[0] for m in b.members} for b in no_tool]
+    assert all(len(p) == 1 for p in prefixes), prefixes
+    assert {next(iter(p)) for p in prefixes} == {"t", "p", "m"}
+    assert any(b.side == "tool_fired" for b in res.buckets)
+    n_in = sum(len(b.members) for b in res.buckets) + len(res.unassigned) + len(res.dropped_small)
+    assert n_in == 60
+
+
+class Flaky:
+    """A triage role that violates the contract in scripted ways."""
+
+    name = "flaky"
+
+    def __init__(self, define_failures=0, drop_ids=(), bad_batches=0):
+        self.define_failures = define_failures
+        self.drop_ids = set(drop_ids)
+        self.bad_batches = bad_batches
+        self.inner = ClusterTriage()
+
+    def define(self, errors, k):
+        if self.define_failures:
+            self.define_failures -= 1
+            raise ValueError("malformed JSON")
+        return self.inner.define(errors, k)
+
+    def assign(self, cats, batch):
+        if self.bad_batches:
+            self.bad_batches -= 1
+            return {e.qid: "nope" for e in batch}
+        r = self.inner.assign(cats, batch)
+        return {k: v for k, v in r.items() if k not in self.drop_ids}
+
+
+def test_define_retries_then_failure_invalidates():
+    res = cluster_errors(_errors(5), Flaky(define_failures=2), CFG)
+    assert res.define_calls >= 3 and res.invalid_replies == 2
+    with pytest.raises(ClusteringError):
+        cluster_errors(_errors(5), Flaky(define_failures=3), CFG)
+
+
+def test_assign_contract_missing_ids_retried_and_reported():
+    res = cluster_errors(_errors(5), Flaky(drop_ids={"t001"}), CFG)
+    assert "t001" in res.unassigned
+    assert res.invalid_replies > 0
+    assert res.passes["no_tool"] == CFG.assign_passes
+    res2 = cluster_errors(_errors(5), Flaky(bad_batches=2), CFG)
+    assert not res2.unassigned and res2.invalid_replies == 2
+
+
+class OneThenInner(Flaky):
+    def define(self, errors, k):
+        if not getattr(self, "done", False):
+            self.done = True
+            return [Category("c1", "all", "everything", {"upward": 1.0, "spectra": 1.0})]
+        return self.inner.define(errors, k)
+
+
+def test_resplit_once_and_drop_small():
+    cfg = CFG.replace(resplit_above=8)
+    errs = [
+        ErrorItem(
+            f"a{i}",
+            f"Is the trend upward {'strongly' if i % 2 else 'weakly'}?",
+            ("upward", "downward"),
+        )
+        for i in range(20)
+    ]
+    errs.append(ErrorItem("lonely", "completely different question about spectra", ("x", "y")))
+    res = cluster_errors(errs, OneThenInner(), cfg)
+    assert res.splits == ["no_tool.c1"]
+    assert {b.parent for b in res.buckets} == {"no_tool.c1"}
+    assert all(len(b.members) >= 2 for b in res.buckets)
+    assert (
+        sum(len(b.members) for b in res.buckets) + len(res.unassigned) + len(res.dropped_small)
+        == 21
+    )
+
+
+class Scripted:
+    name = "scripted"
+
+    def define(self, errors, k):
+        return [Category("c1", "big", "most"), Category("c2", "small", "one")]
+
+    def assign(self, cats, batch):
+        return {e.qid: ("c2" if e.qid == "x0" else "c1") for e in batch}
+
+
+def test_buckets_below_minimum_are_dropped_and_reported():
+    errs = [ErrorItem(f"x{i}", "q", ("a", "b")) for i in range(5)]
+    res = cluster_errors(errs, Scripted(), CFG)
+    assert res.dropped_small == ["x0"]
+    assert [b.members for b in res.buckets] == [("x1", "x2", "x3", "x4")]
+
+
+def test_category_roundtrip():
+    c = Category("c1", "trend", "crit", {"trend": 0.5})
+    assert Category.from_dict(c.to_dict()) == c
+    assert replace(c, label="x").label == "x"

@@ -1,0 +1,297 @@
+"""Failure clustering: partition train errors, then define/assign on each side under the protocol's limits.
+
+Errors on which a tool fired (``tool_fired``: a defective or misused tool) and errors no tool reached
+(``no_tool``: a coverage gap) are clustered independently, in two steps:
+
+* *define*: a deterministic sample of at most ``define_sample`` errors goes to the triage role, which
+  returns at most ``max_categories`` categories (label + criteria); an invalid reply is retried at
+  most ``define_retries`` times. No task metadata is shown (an :class:`ErrorItem` has no task).
+* *assign*: every error goes out in batches of ``assign_batch`` under a strict contract (the reply
+  must cover exactly the batch's ids with known category ids or ``None``); an invalid reply is
+  retried at most ``assign_retries`` times; at most ``assign_passes`` passes over what remains.
+
+Buckets larger than ``resplit_above`` are split once (define with two categories on the bucket,
+then assign), unassigned errors and buckets smaller than ``min_bucket`` are dropped and reported.
+A define step that still fails after its retries raises :class:`ClusteringError`: the round is
+then measurement-invalid (a rollback, not a verdict).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tsevo.roles.protocols import Category, ErrorItem, Triage
+
+if TYPE_CHECKING:
+    from tsevo.agent import AnswerRecord
+    from tsevo.data import Question
+
+    from .config import ProtocolConfig
+
+__all__ = ["Bucket", "ClusteringError", "ClusteringResult", "cluster_errors", "error_item"]
+
+SIDES = ("tool_fired", "no_tool")
+
+
+class ClusteringError(RuntimeError):
+    """The triage role could not produce valid categories within the protocol's retries."""
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """A failure bucket: errors of one side assigned to one category.
+
+    Attributes:
+        id: Bucket id (``no_tool.c1``, ``tool_fired.c2.b`` after a split).
+        side: ``tool_fired`` or ``no_tool``.
+        category: The category (label, criteria).
+        members: Question ids, in deterministic order.
+        parent: Id of the bucket it was split from, if any.
+    """
+
+    id: str
+    side: str
+    category: Category
+    members: tuple[str, ...]
+    parent: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "id": self.id,
+            "side": self.side,
+            "category": self.category.to_dict(),
+            "members": list(self.members),
+            "parent": self.parent,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Bucket:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            d["id"],
+            d["side"],
+            Category.from_dict(d["category"]),
+            tuple(d["members"]),
+            d.get("parent", ""),
+        )
+
+
+@dataclass
+class ClusteringResult:
+    """What clustering produced, with the protocol's accounting.
+
+    Attributes:
+        buckets: Kept buckets.
+        unassigned: Errors no valid assignment placed.
+        dropped_small: Errors in buckets smaller than ``min_bucket``.
+        define_calls: Define calls made (retries included).
+        assign_calls: Assign calls made (retries included).
+        invalid_replies: Replies rejected by the contract.
+        passes: Assign passes used per side.
+        splits: Ids of buckets that were split.
+    """
+
+    buckets: list[Bucket] = field(default_factory=list)
+    unassigned: list[str] = field(default_factory=list)
+    dropped_small: list[str] = field(default_factory=list)
+    define_calls: int = 0
+    assign_calls: int = 0
+    invalid_replies: int = 0
+    passes: dict[str, int] = field(default_factory=dict)
+    splits: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "buckets": [b.to_dict() for b in self.buckets],
+            "unassigned": self.unassigned,
+            "dropped_small": self.dropped_small,
+            "define_calls": self.define_calls,
+            "assign_calls": self.assign_calls,
+            "invalid_replies": self.invalid_replies,
+            "passes": self.passes,
+            "splits": self.splits,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ClusteringResult:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            buckets=[Bucket.from_dict(b) for b in d["buckets"]],
+            unassigned=list(d["unassigned"]),
+            dropped_small=list(d["dropped_small"]),
+            define_calls=int(d["define_calls"]),
+            assign_calls=int(d["assign_calls"]),
+            invalid_replies=int(d["invalid_replies"]),
+            passes=dict(d["passes"]),
+            splits=list(d["splits"]),
+        )
+
+
+def error_item(q: Question, rec: AnswerRecord) -> ErrorItem:
+    """The triage view of one error: question text, options, shape and trace facts; no task, no gold."""
+    text = q.question if not q.context else f"{q.question}\n{q.context}"
+    last = rec.steps[-1].decision if rec.steps else ""
+    return ErrorItem(
+        qid=q.id,
+        text=text,
+        options=q.options,
+        n_primary=len(q.primary),
+        n_candidates=len(q.candidates),
+        n_covariates=len(q.covariates),
+        tool_fired=rec.tool_fired,
+        tools=rec.tools_ok,
+        decision=last,
+    )
+
+
+def _order(seed: int, qid: str) -> str:
+    return hashlib.sha256(f"{seed}\x00{qid}".encode()).hexdigest()
+
+
+def _valid_categories(cats: Any, max_categories: int) -> list[Category]:
+    if not isinstance(cats, list | tuple) or not cats:
+        raise ValueError("define returned no categories")
+    if len(cats) > max_categories:
+        raise ValueError(
+            f"define returned {len(cats)} categories; at most {max_categories} allowed"
+        )
+    ids = [c.id for c in cats]
+    if len(set(ids)) != len(ids):
+        raise ValueError("duplicate category ids")
+    for c in cats:
+        if not isinstance(c, Category) or not c.label.strip() or not c.id.strip():
+            raise ValueError(f"malformed category {c!r}")
+    return list(cats)
+
+
+def _define(
+    triage: Triage,
+    items: Sequence[ErrorItem],
+    k: int,
+    cfg: ProtocolConfig,
+    res: ClusteringResult,
+    where: str,
+) -> list[Category]:
+    sample = sorted(items, key=lambda e: _order(cfg.seed, e.qid))[: cfg.define_sample]
+    last_err = ""
+    for _ in range(1 + cfg.define_retries):
+        res.define_calls += 1
+        try:
+            return _valid_categories(triage.define(sample, k), k)
+        except Exception as exc:  # any invalid reply is retried within the protocol's bound
+            res.invalid_replies += 1
+            last_err = str(exc)
+    raise ClusteringError(
+        f"define failed for {where} after {1 + cfg.define_retries} attempt(s): {last_err}"
+    )
+
+
+def _assign(
+    triage: Triage,
+    cats: Sequence[Category],
+    items: Sequence[ErrorItem],
+    cfg: ProtocolConfig,
+    res: ClusteringResult,
+    side: str,
+) -> dict[str, str]:
+    ids_ok = {c.id for c in cats}
+    placed: dict[str, str] = {}
+    pending = list(items)
+    passes = 0
+    while pending and passes < cfg.assign_passes:
+        passes += 1
+        still: list[ErrorItem] = []
+        for i in range(0, len(pending), cfg.assign_batch):
+            batch = pending[i : i + cfg.assign_batch]
+            want = {e.qid for e in batch}
+            reply: Mapping[str, Any] | None = None
+            for _ in range(1 + cfg.assign_retries):
+                res.assign_calls += 1
+                try:
+                    r = triage.assign(cats, batch)
+                    if not isinstance(r, Mapping) or set(r) != want:
+                        missing = sorted(want - set(r)) if isinstance(r, Mapping) else sorted(want)
+                        raise ValueError(f"reply does not cover the batch (missing {missing[:5]})")
+                    bad = [v for v in r.values() if v is not None and v not in ids_ok]
+                    if bad:
+                        raise ValueError(f"unknown category ids {bad[:5]}")
+                    reply = r
+                    break
+                except Exception:  # contract violation: retry within bounds
+                    res.invalid_replies += 1
+            if reply is None:
+                still.extend(batch)
+                continue
+            for e in batch:
+                cid = reply[e.qid]
+                if cid is None:
+                    still.append(e)
+                else:
+                    placed[e.qid] = cid
+        pending = still
+    res.passes[side] = max(res.passes.get(side, 0), passes)
+    return placed
+
+
+def cluster_errors(
+    errors: Sequence[ErrorItem], triage: Triage, cfg: ProtocolConfig
+) -> ClusteringResult:
+    """Cluster train errors into buckets under the protocol's limits.
+
+    Args:
+        errors: The errors (triage views).
+        triage: The triage role.
+        cfg: The protocol config.
+
+    Returns:
+        A :class:`ClusteringResult`.
+
+    Raises:
+        ClusteringError: when a define step fails after its retries (the round is invalid).
+    """
+    res = ClusteringResult()
+    for side in SIDES:
+        items = sorted(
+            (e for e in errors if e.tool_fired == (side == "tool_fired")), key=lambda e: e.qid
+        )
+        if not items:
+            continue
+        cats = _define(triage, items, cfg.max_categories, cfg, res, side)
+        placed = _assign(triage, cats, items, cfg, res, side)
+        res.unassigned.extend(sorted(e.qid for e in items if e.qid not in placed))
+        by_cat = {c.id: c for c in cats}
+        members: dict[str, list[str]] = {c.id: [] for c in cats}
+        for e in items:
+            if e.qid in placed:
+                members[placed[e.qid]].append(e.qid)
+        item_by_id = {e.qid: e for e in items}
+        for cid, mem in members.items():
+            bid = f"{side}.{cid}"
+            groups = [(bid, by_cat[cid], mem, "")]
+            if len(mem) > cfg.resplit_above and cfg.resplit_times > 0:
+                sub_items = [item_by_id[q] for q in mem]
+                try:
+                    sub_cats = _define(triage, sub_items, 2, cfg, res, bid)
+                    sub_placed = _assign(triage, sub_cats, sub_items, cfg, res, side)
+                except ClusteringError:
+                    sub_cats, sub_placed = [], {}
+                if len(sub_cats) >= 2 and len(set(sub_placed.values())) >= 2:
+                    res.splits.append(bid)
+                    groups = []
+                    for j, sc in enumerate(sub_cats):
+                        sm = [q for q in mem if sub_placed.get(q) == sc.id]
+                        groups.append((f"{bid}.{'abcdefgh'[j]}", sc, sm, bid))
+                    res.unassigned.extend(q for q in mem if q not in sub_placed)
+            for gid, cat, mem2, parent in groups:
+                if len(mem2) < cfg.min_bucket:
+                    res.dropped_small.extend(mem2)
+                    continue
+                res.buckets.append(Bucket(gid, side, cat, tuple(mem2), parent))
+    res.unassigned.sort()
+    res.dropped_small.sort()
+    return res

@@ -1,0 +1,180 @@
+"""The builtin triage role: TF-IDF over question text, option shape and trace facts, then k-means.
+
+*Define* vectorizes a sample of errors (numbers masked; no task field exists to read), picks the
+number of categories (up to the protocol's maximum) by silhouette, and labels each category by its
+most telling terms. *Assign* maps every error to the category whose centroid it is most similar to
+(cosine over the same features), honouring the batch contract: every id gets an answer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..protocols import Category, ErrorItem
+
+__all__ = ["ClusterTriage", "error_features"]
+
+_WORD = re.compile(r"[a-z][a-z_]+")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "which",
+        "what",
+        "how",
+        "does",
+        "do",
+        "did",
+        "and",
+        "or",
+        "for",
+        "with",
+        "from",
+        "by",
+        "as",
+        "than",
+        "then",
+        "there",
+        "their",
+        "series",
+        "time",
+        "value",
+        "values",
+        "data",
+        "point",
+        "points",
+        "given",
+        "following",
+        "one",
+    ]
+)
+_CENTROID_TERMS = 40
+
+
+def error_features(e: ErrorItem) -> list[str]:
+    """Feature tokens of one error: words of the question (numbers masked), option words and shape, trace facts."""
+    toks = [w for w in _WORD.findall(e.text.lower()) if w not in _STOP]
+    opt_words = {w for o in e.options for w in _WORD.findall(o.lower()) if w not in _STOP}
+    toks += [f"opt:{w}" for w in sorted(opt_words)]
+    numeric = all(re.search(r"\d", o) for o in e.options)
+    toks.append("shape:numeric_options" if numeric else "shape:label_options")
+    toks.append(f"shape:{len(e.options)}_options")
+    toks.append("shape:dual" if e.n_primary > 1 else "shape:single")
+    if e.n_candidates:
+        toks.append("shape:candidates")
+    if e.n_covariates:
+        toks.append("shape:covariate")
+    toks.append("trace:tool_fired" if e.tool_fired else "trace:no_tool")
+    if e.decision:
+        toks.append(f"trace:{e.decision}")
+    toks += [f"trace:tool:{t}" for t in e.tools]
+    return toks
+
+
+def _cosine(weights: dict[str, float], toks: Sequence[str]) -> float:
+    if not weights or not toks:
+        return 0.0
+    tf = Counter(toks)
+    dot = sum(weights.get(t, 0.0) * c for t, c in tf.items())
+    nw = math.sqrt(sum(w * w for w in weights.values()))
+    nt = math.sqrt(sum(c * c for c in tf.values()))
+    return dot / (nw * nt) if nw > 0 and nt > 0 else 0.0
+
+
+class ClusterTriage:
+    """Deterministic clustering triage (scikit-learn TF-IDF + k-means, silhouette-chosen k).
+
+    Args:
+        seed: Seed of k-means.
+        min_silhouette_gain: Prefer fewer categories unless more raise the silhouette by this much.
+    """
+
+    name = "builtin-cluster-triage"
+
+    def __init__(self, seed: int = 0, min_silhouette_gain: float = 0.02) -> None:
+        self.seed = seed
+        self.min_silhouette_gain = min_silhouette_gain
+
+    def define(self, errors: Sequence[ErrorItem], max_categories: int) -> list[Category]:
+        """Return at most ``max_categories`` labelled categories for a sample of errors."""
+        from sklearn.cluster import KMeans
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.metrics import silhouette_score
+
+        if not errors:
+            return []
+        docs = [error_features(e) for e in errors]
+        vec = TfidfVectorizer(analyzer=lambda d: d, sublinear_tf=True, norm="l2")
+        X = vec.fit_transform(docs)
+        vocab = np.array(vec.get_feature_names_out())
+        n = X.shape[0]
+        distinct = len({tuple(sorted(d)) for d in docs})
+        kmax = max(1, min(max_categories, n // 2, distinct))
+        best_k, best_labels, best_score = 1, np.zeros(n, dtype=int), -1.0
+        if kmax >= 2:
+            for k in range(2, kmax + 1):
+                km = KMeans(n_clusters=k, n_init=10, random_state=self.seed)
+                labels = km.fit_predict(X)
+                if len(set(labels)) < 2:
+                    continue
+                score = float(silhouette_score(X, labels, metric="cosine"))
+                if score > best_score + (self.min_silhouette_gain if best_k > 1 else 0.0):
+                    best_k, best_labels, best_score = k, labels, score
+        # order categories by size (desc) then first member, so ids are stable
+        order = sorted(
+            set(best_labels.tolist()),
+            key=lambda c: (-int((best_labels == c).sum()), int(np.argmax(best_labels == c))),
+        )
+        cats = []
+        Xd = X.toarray()
+        for i, c in enumerate(order, 1):
+            members = Xd[best_labels == c]
+            centroid = members.mean(axis=0)
+            top = np.argsort(-centroid, kind="stable")[:_CENTROID_TERMS]
+            weights = {str(vocab[j]): round(float(centroid[j]), 6) for j in top if centroid[j] > 0}
+            words = [t for t in (str(vocab[j]) for j in top) if ":" not in t][:4]
+            shape = [
+                t.split(":", 1)[1] for t in (str(vocab[j]) for j in top) if t.startswith("shape:")
+            ][:2]
+            label = " / ".join(words[:3]) or "misc"
+            criteria = (
+                f"errors whose questions mention {', '.join(words) or 'no distinctive words'}"
+                f" ({', '.join(shape) or 'any shape'}); {int(members.shape[0])} of {n} sampled"
+            )
+            cats.append(Category(f"c{i}", label, criteria, weights))
+        return cats
+
+    def assign(
+        self, categories: Sequence[Category], batch: Sequence[ErrorItem]
+    ) -> dict[str, str | None]:
+        """Map every qid of the batch to its most similar category (None when nothing overlaps)."""
+        out: dict[str, str | None] = {}
+        for e in batch:
+            toks = error_features(e)
+            sims = [(_cosine(dict(c.centroid), toks), c.id) for c in categories]
+            best = max(sims, key=lambda s: s[0], default=(0.0, None))
+            out[e.qid] = best[1] if best[0] > 0 else None
+        return out
