@@ -112,33 +112,52 @@ def _fail(rid: str, fld: str, reason: str) -> RecordError:
     return RecordError(rid, fld, reason)
 
 
+def _fits_float(v: Any) -> bool:
+    try:
+        float(v)
+    except OverflowError:
+        return False
+    return True
+
+
 def _as_series(rid: str, name: str, values: Any) -> FloatArray:
     fld = f"series.{name}"
-    if isinstance(values, str | bytes) or values is None:
+    if isinstance(values, str | bytes | Mapping | set | frozenset) or values is None:
         raise _fail(rid, fld, f"expected a sequence of numbers, got {type(values).__name__}")
-    if isinstance(values, np.ndarray):
+    if isinstance(values, np.ndarray) and values.dtype.kind != "O":
         arr = values
     else:
-        if not isinstance(values, Sequence | Iterable):
+        if isinstance(values, np.ndarray):  # object array (e.g. from pandas): check elementwise
+            if values.ndim != 1:
+                raise _fail(rid, fld, f"series must be one-dimensional, got shape {values.shape}")
+            values = values.tolist()
+        if not isinstance(values, Iterable):
             raise _fail(rid, fld, f"expected a sequence of numbers, got {type(values).__name__}")
         seq = list(values)
         for i, v in enumerate(seq):
-            if isinstance(v, list | tuple | np.ndarray):
-                raise _fail(rid, fld, f"ragged or nested series (element {i} is a sequence)")
-            if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
+            if isinstance(v, list | tuple | np.ndarray | Mapping):
+                raise _fail(rid, fld, f"ragged or nested series (element {i} is a container)")
+            if isinstance(v, bool | np.bool_) or not isinstance(
+                v, int | float | np.integer | np.floating
+            ):
                 raise _fail(rid, fld, f"element {i} is not a number ({type(v).__name__}: {v!r})")
-        arr = np.asarray(seq, dtype=np.float64)
+        try:
+            arr = np.asarray(seq, dtype=np.float64)
+        except OverflowError:
+            i = next(j for j, v in enumerate(seq) if not _fits_float(v))
+            raise _fail(rid, fld, f"element {i} is too large for a float64") from None
     if arr.ndim != 1:
         raise _fail(rid, fld, f"series must be one-dimensional, got shape {arr.shape}")
     if arr.dtype.kind not in "fiu":
-        raise _fail(rid, fld, f"series must hold numbers, got dtype {arr.dtype}")
+        raise _fail(rid, fld, f"series must hold real numbers, got dtype {arr.dtype}")
     if arr.size == 0:
         raise _fail(rid, fld, "empty series")
     arr = np.array(arr, dtype=np.float64)  # always a private copy
     bad = ~np.isfinite(arr)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        kind = "NaN" if math.isnan(arr[i]) else "inf"
+        x = float(arr[i])
+        kind = "NaN" if math.isnan(x) else ("+inf" if x > 0 else "-inf")
         raise _fail(rid, fld, f"{int(bad.sum())} non-finite value(s), first {kind} at index {i}")
     arr.setflags(write=False)
     return arr
@@ -231,9 +250,12 @@ class Question:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        rid = self.id if isinstance(self.id, str) and self.id else "<no id>"
-        if not isinstance(self.id, str) or not self.id.strip():
-            raise _fail(rid, "id", "missing or empty id")
+        if not isinstance(self.id, str):
+            rid = "<no id>" if self.id is None else str(self.id)
+            raise _fail(rid, "id", f"expected a string id, got {type(self.id).__name__}")
+        if not self.id.strip():
+            raise _fail("<no id>", "id", "empty id")
+        rid = self.id
         _as_str(rid, "source", self.source, allow_empty=False)
         _as_str(rid, "task", self.task, allow_empty=False)
         _as_str(rid, "question", self.question, allow_empty=False)
@@ -245,20 +267,26 @@ class Question:
         opts = self.options
         if isinstance(opts, str) or not isinstance(opts, Sequence | np.ndarray):
             raise _fail(rid, "options", f"expected a list of strings, got {type(opts).__name__}")
-        opts_t = tuple(opts)
-        for i, o in enumerate(opts_t):
+        for i, o in enumerate(opts):
             if not isinstance(o, str):
                 raise _fail(rid, f"options[{i}]", f"expected a string, got {type(o).__name__}")
             if not o.strip():
                 raise _fail(rid, f"options[{i}]", "empty option")
+        opts_t = tuple(str(o) for o in opts)  # plain str, also for numpy string scalars
         if len(opts_t) < MIN_OPTIONS:
             raise _fail(rid, "options", f"{len(opts_t)} option(s); at least {MIN_OPTIONS} needed")
         if len(opts_t) > MAX_OPTIONS:
             raise _fail(rid, "options", f"{len(opts_t)} options; at most {MAX_OPTIONS} allowed")
-        normed = [_norm_option(o) for o in opts_t]
-        if len(set(normed)) != len(normed):
-            dup = next(o for o in opts_t if normed.count(_norm_option(o)) > 1)
-            raise _fail(rid, "options", f"duplicate option {dup!r}")
+        first_at: dict[str, int] = {}
+        for j, o in enumerate(opts_t):
+            i = first_at.setdefault(_norm_option(o), j)
+            if i != j:
+                raise _fail(
+                    rid,
+                    "options",
+                    f"duplicate options [{i}] {opts_t[i]!r} and [{j}] {o!r} "
+                    "(compared ignoring case and spacing)",
+                )
         object.__setattr__(self, "options", opts_t)
 
         # gold
@@ -379,6 +407,34 @@ class Question:
     def __hash__(self) -> int:
         return hash((self.id, self.fingerprint))
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # The read-only mapping proxies cannot be pickled: rebuild (and revalidate) from fields.
+        return (_rebuild, (type(self), self._fields()))
+
+    def __copy__(self) -> Question:
+        return self  # immutable
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Question:
+        return self  # immutable
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "source": self.source,
+            "task": self.task,
+            "question": self.question,
+            "options": self.options,
+            "series": {k: np.array(v) for k, v in self.series.items()},
+            "primary": self.primary,
+            "covariates": self.covariates,
+            "candidates": self.candidates,
+            "gold": self.gold,
+            "group": self.group,
+            "subtask": self.subtask,
+            "context": self.context,
+            "metadata": dict(self.metadata),
+        }
+
     def __repr__(self) -> str:
         lens = ",".join(f"{k}:{v.size}" for k, v in self.series.items())
         return (
@@ -414,46 +470,70 @@ class Question:
         *,
         index: int | None = None,
         strict_candidate_lengths: bool = False,
+        where: str | None = None,
     ) -> Question:
         """Build and validate a question from a plain dict.
 
+        Optional fields that are absent or ``None`` take their defaults; any other value is
+        type-checked (an empty list is not silently accepted as metadata, for instance).
+
         Args:
             d: The record. Required keys: id, source, task, question, options, series, primary.
-            index: Position in the input, used to name records that lack an id.
+            index: Position in the input, used to name records that lack a usable id.
             strict_candidate_lengths: Require all candidate series to have equal length.
+            where: Name for records that lack a usable id (e.g. ``"<line 7>"``); overrides
+                ``index``.
 
         Raises:
             RecordError: naming the record id and the field at fault.
         """
-        where = f"<record {index}>" if index is not None else "<record>"
+        if where is None:
+            where = f"<record {index}>" if index is not None else "<record>"
         if not isinstance(d, Mapping):
             raise RecordError(where, "<record>", f"expected a mapping, got {type(d).__name__}")
         rid_raw = d.get("id")
-        rid = rid_raw if isinstance(rid_raw, str) and rid_raw.strip() else where
-        if isinstance(rid_raw, int) and not isinstance(rid_raw, bool):
-            raise RecordError(str(rid_raw), "id", "expected a string id, got int")
+        if rid_raw is None:
+            raise RecordError(where, "id", "missing required field")
+        if not isinstance(rid_raw, str):
+            rid = str(rid_raw) if isinstance(rid_raw, int | float) else where
+            raise RecordError(rid, "id", f"expected a string id, got {type(rid_raw).__name__}")
+        if not rid_raw.strip():
+            raise RecordError(where, "id", "empty id")
+        rid = rid_raw
         for k in _REQUIRED:
             if k not in d or d[k] is None:
                 raise RecordError(rid, k, "missing required field")
-        unknown = sorted(set(d) - _KNOWN)
+        unknown = sorted((k for k in d if k not in _KNOWN), key=str)
         if unknown:
-            raise RecordError(rid, unknown[0], f"unknown field(s) {unknown}")
-        q = cls(
-            id=d["id"],
-            source=d["source"],
-            task=d["task"],
-            question=d["question"],
-            options=d["options"],
-            series=d["series"],
-            primary=d["primary"],
-            covariates=d.get("covariates") or (),
-            candidates=d.get("candidates") or (),
-            gold=d.get("gold"),
-            group=d.get("group") or "",
-            subtask=d.get("subtask") or "",
-            context=d.get("context") or "",
-            metadata=d.get("metadata") or {},
-        )
+            raise RecordError(
+                rid, str(unknown[0]), f"unknown field(s) {unknown}; known: {sorted(_KNOWN)}"
+            )
+
+        def opt(key: str, default: Any) -> Any:
+            v = d.get(key)
+            return default if v is None else v
+
+        try:
+            q = cls(
+                id=rid,
+                source=d["source"],
+                task=d["task"],
+                question=d["question"],
+                options=d["options"],
+                series=d["series"],
+                primary=d["primary"],
+                covariates=opt("covariates", ()),
+                candidates=opt("candidates", ()),
+                gold=d.get("gold"),
+                group=opt("group", ""),
+                subtask=opt("subtask", ""),
+                context=opt("context", ""),
+                metadata=opt("metadata", {}),
+            )
+        except RecordError:
+            raise
+        except (TypeError, ValueError, OverflowError) as exc:  # never let a bad record escape
+            raise RecordError(rid, "<record>", f"{type(exc).__name__}: {exc}") from exc
         if strict_candidate_lengths:
             q.check_candidate_lengths()
         fp = d.get("fingerprint")
@@ -461,6 +541,11 @@ class Question:
             raise RecordError(
                 rid,
                 "fingerprint",
-                f"stored fingerprint {fp!r} does not match content ({q.fingerprint})",
+                f"stored fingerprint {fp!r} does not match content ({q.fingerprint}); "
+                "the record was edited after it was written",
             )
         return q
+
+
+def _rebuild(cls: type[Question], fields: dict[str, Any]) -> Question:
+    return cls(**fields)

@@ -165,3 +165,120 @@ class Triage(Protocol):
     ) -> dict[str, str | None]:
         """Map every qid of the batch to a category id (or None when none fits)."""
         ...
+
+
+@dataclass(frozen=True)
+class Example:
+    """A train row shown to planners and synthesizers: the question, its gold and its trace.
+
+    Attributes:
+        question: The question (train split only).
+        record: The current library's answer record for it.
+    """
+
+    question: Question
+    record: Any
+
+
+@dataclass(frozen=True)
+class Dossier:
+    """What a local planner sees of one bucket (train rows only).
+
+    Attributes:
+        bucket_id: Bucket id.
+        side: ``tool_fired`` or ``no_tool``.
+        label: Category label.
+        criteria: Category criteria.
+        support: At most ``planner_support`` bucket members (errors).
+        background: At most ``planner_background`` similar train rows (right or wrong).
+        catalog: The current library's scope catalog text.
+        library_tools: Ids of the current library's tools.
+    """
+
+    bucket_id: str
+    side: str
+    label: str
+    criteria: str
+    support: tuple[Example, ...]
+    background: tuple[Example, ...]
+    catalog: str = ""
+    library_tools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ContractCard:
+    """A local planner's proposal for one bucket.
+
+    Descriptive fields (context only): ``action``, ``artifact_kind``, ``target_tool``,
+    ``failure_type``, ``root_cause``, ``focus``. Contract fields (checked downstream): ``contract``
+    (required measurement, signature, success criterion, calibration request) and ``scope``
+    (scope, anti-scope, matcher). ``plan`` carries backend-specific detail for the synthesizer (the
+    builtin planner puts its measured specs and fitted rules there).
+
+    Attributes:
+        bucket_id: The bucket it plans for.
+        action: ``create`` | ``refine`` | ``rescope`` | ``retire``.
+        artifact_kind: ``tool`` | ``usage_guidance`` | ``prompt_patch`` | ``scope_override`` | ``tombstone``.
+        target_tool: Earlier tool an action targets.
+        failure_type: e.g. ``missing_measurement``, ``misread_evidence``, ``wrong_scope``.
+        root_cause: Diagnosis in words.
+        focus: What the artifact should focus on.
+        contract: The measurement contract.
+        scope: Where the artifact should apply.
+        plan: Backend detail (JSON-friendly).
+    """
+
+    bucket_id: str
+    action: str
+    artifact_kind: str
+    target_tool: str
+    failure_type: str
+    root_cause: str
+    focus: str
+    contract: Any
+    scope: Any
+    plan: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "bucket_id": self.bucket_id,
+            "action": self.action,
+            "artifact_kind": self.artifact_kind,
+            "target_tool": self.target_tool,
+            "failure_type": self.failure_type,
+            "root_cause": self.root_cause,
+            "focus": self.focus,
+            "contract": self.contract.to_dict(),
+            "scope": self.scope.to_dict(),
+            "plan": dict(self.plan),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ContractCard:
+        """Inverse of :meth:`to_dict`."""
+        from tsevo.library.tool import Contract, Scope
+
+        return cls(
+            bucket_id=d["bucket_id"],
+            action=d["action"],
+            artifact_kind=d["artifact_kind"],
+            target_tool=d.get("target_tool", ""),
+            failure_type=d.get("failure_type", ""),
+            root_cause=d.get("root_cause", ""),
+            focus=d.get("focus", ""),
+            contract=Contract.from_dict(d["contract"]),
+            scope=Scope.from_dict(d["scope"]),
+            plan=dict(d.get("plan") or {}),
+        )
+
+
+@runtime_checkable
+class LocalPlanner(Protocol):
+    """Diagnoses one bucket and returns a contract card (or None when it cannot plan)."""
+
+    name: str
+
+    def plan(self, dossier: Dossier, feedback: Sequence[str] = ()) -> ContractCard | None:
+        """Return a card; ``feedback`` carries why earlier plans for this bucket failed (replan)."""
+        ...

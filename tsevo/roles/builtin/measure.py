@@ -1,0 +1,283 @@
+"""Measurement specs: a catalog primitive, its parameters and how it is fed from a question.
+
+The builtin planner searches these specs on a bucket's train rows and the builtin synthesizer turns
+the chosen spec into real tool source (:func:`spec_source`), so what is measured at planning time is
+exactly what the tool computes in the sandbox.
+
+Feeding modes:
+
+``primary``
+    ``P.f(ctx.primary(), **params)``.
+``window2`` / ``window4``
+    window bounds read from the numbers written in the question (``a, b`` or ``a, b, c, d``).
+``dual_diff``
+    ``P.f(second)[k] - P.f(first)[k]`` for two primary series.
+``pair``
+    ``P.f(first, second)`` for a two-series primitive.
+``covariate``
+    ``P.f(primary, covariate)`` for the covariate the question mentions.
+``cand``
+    ``P.f(reference, candidate)[k]`` per candidate (keys ``<k>_<name>``).
+``cand_diff``
+    ``|P.f(candidate)[k] - P.f(reference)[k]|`` per candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tsevo.library.context import extract_numbers, mentions
+
+if TYPE_CHECKING:
+    from tsevo.data import Question
+
+__all__ = ["MODES", "Spec", "SpecCache", "spec_source", "spec_values"]
+
+MODES = ("primary", "window2", "window4", "dual_diff", "pair", "covariate", "cand", "cand_diff")
+_WINDOW_ARGS = {"window2": ("a", "b"), "window4": ("a", "b", "c", "d")}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One measurement: primitive + parameters + feeding mode.
+
+    Attributes:
+        primitive: Catalog name.
+        mode: Feeding mode (see the module docstring).
+        params: Keyword parameters as sorted ``(name, value)`` pairs.
+    """
+
+    primitive: str
+    mode: str = "primary"
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def kwargs(self) -> dict[str, Any]:
+        """Parameters as a dict."""
+        return dict(self.params)
+
+    def describe(self, key: str = "") -> str:
+        """Human-readable name, e.g. ``window_compare.level_gap_sigma[window4]``."""
+        p = ",".join(f"{k}={v}" for k, v in self.params)
+        extra = [self.mode] if self.mode != "primary" else []
+        if p:
+            extra.append(p)
+        return f"{self.primitive}{'.' + key if key else ''}{'[' + '; '.join(extra) + ']' if extra else ''}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "primitive": self.primitive,
+            "mode": self.mode,
+            "params": [list(p) for p in self.params],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Spec:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            d["primitive"],
+            d.get("mode", "primary"),
+            tuple((str(k), v) for k, v in d.get("params", [])),
+        )
+
+
+def _scalars(res: Any, outputs: tuple[str, ...]) -> dict[str, float]:
+    if not isinstance(res, Mapping):
+        return {}
+    out = {}
+    for k in outputs:
+        v = res.get(k)
+        if isinstance(v, bool | np.bool_):
+            out[k] = float(v)
+        elif isinstance(v, int | float | np.integer | np.floating) and math.isfinite(float(v)):
+            out[k] = float(v)
+    return out
+
+
+def _mentioned_covariate(q: Question) -> str | None:
+    text = q.question if not q.context else f"{q.question}\n{q.context}"
+    for c in q.covariates:
+        if mentions(text, c):
+            return c
+    return None
+
+
+def _window_args(spec: Spec, q: Question, n: int) -> dict[str, int] | None:
+    names = _WINDOW_ARGS[spec.mode]
+    nums = extract_numbers(q.question)
+    if len(nums) < len(names):
+        return None
+    vals = [int(x) for x in nums[: len(names)]]
+    if any(v < 0 or v > n for v in vals) or any(
+        not float(x).is_integer() for x in nums[: len(names)]
+    ):
+        return None
+    return dict(zip(names, vals, strict=True))
+
+
+def spec_values(spec: Spec, q: Question) -> dict[str, float] | None:
+    """Compute a spec's scalar values on one question (``None`` when it does not apply or abstains)."""
+    from tsevo.library.primitives import CATALOG
+
+    ps = CATALOG.get(spec.primitive)
+    if ps is None:
+        return None
+    kw = spec.kwargs()
+    try:
+        if spec.mode == "primary":
+            return _scalars(ps.fn(q.series[q.primary[0]], **kw), ps.outputs) or None
+        if spec.mode in _WINDOW_ARGS:
+            y = q.series[q.primary[0]]
+            w = _window_args(spec, q, y.size)
+            if w is None:
+                return None
+            return _scalars(ps.fn(y, **w, **kw), ps.outputs) or None
+        if spec.mode == "dual_diff":
+            if len(q.primary) < 2:
+                return None
+            r0 = _scalars(ps.fn(q.series[q.primary[0]], **kw), ps.outputs)
+            r1 = _scalars(ps.fn(q.series[q.primary[1]], **kw), ps.outputs)
+            return {k: r1[k] - r0[k] for k in r0 if k in r1} or None
+        if spec.mode == "pair":
+            if len(q.primary) < 2:
+                return None
+            return (
+                _scalars(ps.fn(q.series[q.primary[0]], q.series[q.primary[1]], **kw), ps.outputs)
+                or None
+            )
+        if spec.mode == "covariate":
+            c = _mentioned_covariate(q)
+            if c is None:
+                return None
+            return _scalars(ps.fn(q.series[q.primary[0]], q.series[c], **kw), ps.outputs) or None
+        if spec.mode in ("cand", "cand_diff"):
+            if len(q.candidates) < 2:
+                return None
+            ref = q.series[q.primary[0]]
+            out: dict[str, float] = {}
+            base = _scalars(ps.fn(ref, **kw), ps.outputs) if spec.mode == "cand_diff" else {}
+            for c in q.candidates:
+                if spec.mode == "cand":
+                    r = _scalars(ps.fn(ref, q.series[c], **kw), ps.outputs)
+                else:
+                    rc = _scalars(ps.fn(q.series[c], **kw), ps.outputs)
+                    r = {k: abs(rc[k] - base[k]) for k in rc if k in base}
+                for k, v in r.items():
+                    out[f"{k}_{c}"] = v
+            return out or None
+    except Exception:  # a primitive failing on odd input is an abstention, not a crash
+        return None
+    raise ValueError(f"unknown mode {spec.mode!r}")
+
+
+class SpecCache:
+    """Memo of :func:`spec_values` by (spec, question fingerprint); shared across buckets and rounds."""
+
+    def __init__(self) -> None:
+        self.data: dict[tuple[Spec, str], dict[str, float] | None] = {}
+
+    def get(self, spec: Spec, q: Question) -> dict[str, float] | None:
+        """Cached :func:`spec_values`."""
+        key = (spec, q.fingerprint)
+        if key not in self.data:
+            self.data[key] = spec_values(spec, q)
+        return self.data[key]
+
+
+def _lit(v: Any) -> str:
+    return repr(v)
+
+
+def spec_source(specs: list[tuple[Spec, list[str]]], name: str = "tool", doc: str = "") -> str:
+    """Real tool source computing the given specs' keys (one zero-argument function).
+
+    Args:
+        specs: ``(spec, keys)`` pairs; for candidate modes, ``keys`` are base keys and the tool
+            returns ``<key>_<candidate>`` for every candidate.
+        name: Function name.
+        doc: One-line docstring.
+    """
+    lines = [f"def {name}():"]
+    if doc:
+        lines.append(f'    """{doc}"""')
+    lines.append("    out = {}")
+    need_nums = any(s.mode in _WINDOW_ARGS for s, _ in specs)
+    modes = {s.mode for s, _ in specs}
+    lines.append("    y = ctx.primary()")
+    if need_nums:
+        lines.append("    nums = ctx.question_numbers()")
+    if modes & {"dual_diff", "pair"}:
+        lines += ["    if ctx.n_primary() < 2:", "        return None", "    y2 = ctx.primary(1)"]
+    if "covariate" in modes:
+        lines += [
+            "    cov = None",
+            "    for c in ctx.covariate_names():",
+            "        if cov is None and ctx.question_mentions(c):",
+            "            cov = c",
+            "    if cov is None:",
+            "        return None",
+            "    z = ctx.series(cov)",
+        ]
+    if modes & {"cand", "cand_diff"}:
+        lines += [
+            "    cands = ctx.candidate_names()",
+            "    if len(cands) < 2:",
+            "        return None",
+        ]
+    for i, (s, keys) in enumerate(specs):
+        kw = ", ".join(f"{k}={_lit(v)}" for k, v in s.params)
+        kws = f", {kw}" if kw else ""
+        r = f"r{i}"
+        if s.mode == "primary":
+            lines.append(f"    {r} = P.{s.primitive}(y{kws})")
+        elif s.mode in _WINDOW_ARGS:
+            names = _WINDOW_ARGS[s.mode]
+            lines += [
+                f"    if len(nums) < {len(names)}:",
+                "        return None",
+                f"    {', '.join(names)} = {', '.join(f'int(nums[{j}])' for j in range(len(names)))}",
+                f"    {r} = P.{s.primitive}(y, {', '.join(f'{n}={n}' for n in names)}{kws})",
+            ]
+        elif s.mode == "dual_diff":
+            lines += [
+                f"    {r}a = P.{s.primitive}(y{kws})",
+                f"    {r}b = P.{s.primitive}(y2{kws})",
+                f"    if {r}a is None or {r}b is None:",
+                "        return None",
+            ]
+            for k in keys:
+                lines.append(f"    out[{k!r}] = {r}b[{k!r}] - {r}a[{k!r}]")
+            continue
+        elif s.mode == "pair":
+            lines.append(f"    {r} = P.{s.primitive}(y, y2{kws})")
+        elif s.mode == "covariate":
+            lines.append(f"    {r} = P.{s.primitive}(y, z{kws})")
+        elif s.mode in ("cand", "cand_diff"):
+            if s.mode == "cand_diff":
+                lines += [
+                    f"    {r}ref = P.{s.primitive}(y{kws})",
+                    f"    if {r}ref is None:",
+                    "        return None",
+                ]
+            lines.append("    for c in cands:")
+            if s.mode == "cand":
+                lines.append(f"        {r} = P.{s.primitive}(y, ctx.series(c){kws})")
+            else:
+                lines.append(f"        {r} = P.{s.primitive}(ctx.series(c){kws})")
+            lines += [f"        if {r} is None:", "            return None"]
+            for k in keys:
+                if s.mode == "cand":
+                    lines.append(f"        out[{k!r} + '_' + c] = {r}[{k!r}]")
+                else:
+                    lines.append(f"        out[{k!r} + '_' + c] = abs({r}[{k!r}] - {r}ref[{k!r}])")
+            continue
+        lines += [f"    if {r} is None:", "        return None"]
+        for k in keys:
+            lines.append(f"    out[{k!r}] = {r}[{k!r}]")
+    lines.append("    return out")
+    return "\n".join(lines) + "\n"
