@@ -189,3 +189,14 @@ def test_reading_rules():
     )
     assert match_label("up", ("upward", "down")) is None
     assert match_label("Upward", ("upward", "downward")) == 0
+
+
+def test_extract_numbers_reads_common_notation():
+    from tsevo.library.context import extract_numbers, mentions
+
+    assert extract_numbers("t=40..80") == (40.0, 80.0)
+    assert extract_numbers("8-13 Hz") == (8.0, 13.0)
+    assert extract_numbers("lag of -4 steps, ratio 0.25") == (-4.0, 0.25)
+    assert extract_numbers("series A1 and B2") == ()
+    assert mentions("Does ad_spend lead sales?", "ad_spend")
+    assert not mentions("Does ad_spending lead sales?", "ad_spend")
