@@ -1,0 +1,87 @@
+"""Run LLM- or template-written tool source over questions, deterministically and within limits.
+
+A tool is the source of exactly one zero-argument function. It sees only a curated namespace and
+must return a flat dict of finite numbers or booleans (or ``None`` to abstain)::
+
+    def level_gap():
+        if not ctx.has("primary"):
+            return None
+        y = ctx.series("primary")                      # a float64 copy
+        return {"gap": float(np.mean(y[-50:]) - np.mean(y[:50]))}
+
+    with Sandbox(SandboxLimits(cpu_s_per_item=1, wall_s_per_item=2)) as sb:
+        results = sb.run(source, [ToolInput.from_question(q) for q in questions])
+
+**This is not a security boundary against a determined attacker.** CPython cannot be sandboxed
+from the inside (its own developers say so), and every layer below has known bypass classes in
+other projects. It is defence in depth against the mistakes and occasional mischief of generated
+code: it makes accidental I/O, accidental non-determinism, runaway loops and answer leakage fail
+loudly instead of silently corrupting an experiment. Run the whole agent inside a container or VM
+if the code generator is untrusted.
+
+The layers:
+
+1. **AST gate** (:func:`check_source`, in the parent, before any fork): one top-level function, no
+   arguments or decorators; a node-type allowlist without ``import``, ``while``, ``with``,
+   ``lambda``, classes, nested functions, ``global``/``nonlocal``, ``yield``/``await``, ``del``,
+   walrus, ``match``, bare ``except`` or ``finally``; no names or attributes starting with ``_``;
+   attribute names from a closed allowlist (facade members plus data-ish container methods, so
+   ``tofile``, ``format``, ``format_map``, ``gi_frame``, ``f_back`` and every dunder are out by
+   construction); reflective and module names forbidden; facades cannot be rebound; the tool may
+   not name itself (no recursion); caps on source size, AST size, integer literals (1e12) and
+   constant exponents/shifts (64); no bytes literals.
+2. **Curated namespace** (:mod:`.facades`): ``ctx`` (read-only view of one question; series come
+   back as copies; a covariate may be read only when the question text mentions it), ``P`` (the
+   primitives catalog), ``np`` and ``math`` (facades over allowlisted functions, no I/O, no
+   ``random``, no ``ctypeslib``/``lib``/``load``/``memmap``), a small explicit ``__builtins__``.
+   Facades refuse attribute assignment; no module object is reachable.
+3. **Process limits** (:mod:`.worker`): a pre-warmed zygote (BLAS threads = 1, ``PYTHONHASHSEED=0``,
+   numpy/scipy/primitives imported once, GC frozen) keeps a spare child forked in advance and hands
+   each batch to fresh children (up to ``max_children`` in parallel for large batches; a new spare
+   is forked after the answer). A child drops its file descriptors, sets ``RLIMIT_AS``
+   (``memory_mb`` on top of the zygote), ``RLIMIT_FSIZE=0``, ``RLIMIT_NOFILE``, ``RLIMIT_CORE=0``,
+   ``RLIMIT_CPU`` (the batch backstop: per-item CPU x items + 2 s), ``RLIMIT_NPROC=0`` when not
+   root, ``PR_SET_NO_NEW_PRIVS`` and a parent-death signal, and runs each item under a per-item CPU
+   timer (``ITIMER_PROF``). The zygote SIGKILLs a child that misses the per-item wall-clock
+   deadline and gives the remaining items to a new child, so a runaway item costs only itself.
+   What these limits add over the first two layers: runaway code really stops (unlike a thread
+   timeout), memory bombs fail with ``MemoryError`` instead of swapping the machine, writing file
+   contents fails (``EFBIG``), opening many files fails, and nothing a tool does survives its batch
+   (no state poisoning across calls). What they do not add: a filesystem or network boundary. Code
+   that escaped layers 1-2 could still read files, create empty ones and open sockets; seccomp,
+   Landlock or namespaces would be needed for that and are not used here.
+4. **Output contract** (:mod:`.contract`), checked in the parent on an inert JSON description the
+   child produced (the parent never unpickles tool-influenced data): ``None`` or a flat dict of at
+   most ``max_outputs`` identifier-like keys (<= 64 chars) with finite float/int/bool values; no
+   strings, so no option text can be returned. With ``check_determinism=True`` each item runs twice
+   in the same child and disagreeing runs are errors.
+
+Error kinds in :class:`ToolResult`: ``gate``, ``timeout``, ``cpu``, ``memory``, ``exception``,
+``contract``, ``nondeterministic``, ``covariate``.
+
+Threading: a :class:`Sandbox` serializes calls with a lock (safe to share, no parallelism); use one
+per thread to evaluate in parallel. Linux only (``fork``, ``/proc``, ``prctl``).
+"""
+
+from __future__ import annotations
+
+from .contract import Outputs
+from .facades import CovariateAccessError, MissingSeriesError, ToolContext, build_base_namespace
+from .gate import GateReport, check_source
+from .runner import ErrorKind, Sandbox, SandboxError, SandboxLimits, Status, ToolResult
+
+__all__ = [
+    "CovariateAccessError",
+    "ErrorKind",
+    "GateReport",
+    "MissingSeriesError",
+    "Outputs",
+    "Sandbox",
+    "SandboxError",
+    "SandboxLimits",
+    "Status",
+    "ToolContext",
+    "ToolResult",
+    "build_base_namespace",
+    "check_source",
+]

@@ -1,0 +1,475 @@
+"""The parent side of the sandbox: :class:`Sandbox`, :class:`SandboxLimits`, :class:`ToolResult`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from types import TracebackType
+from typing import Any, Literal, cast
+
+import numpy as np
+
+from tsevo.library.context import ToolInput
+
+from .contract import Outputs, canonical, check_encoded
+from .gate import GateReport, check_source
+
+__all__ = ["ErrorKind", "Sandbox", "SandboxError", "SandboxLimits", "Status", "ToolResult"]
+
+Status = Literal["ok", "abstain", "error"]
+ErrorKind = Literal[
+    "gate", "timeout", "cpu", "memory", "exception", "contract", "nondeterministic", "covariate", ""
+]
+
+
+class SandboxError(RuntimeError):
+    """The worker process could not be started (not a tool failure)."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Per-item limits of one sandboxed tool evaluation.
+
+    Attributes:
+        cpu_s_per_item: CPU seconds per item and run (``ITIMER_PROF`` in the child; the batch's
+            ``RLIMIT_CPU`` backstop is this times the number of items, plus 2 s).
+        wall_s_per_item: Wall-clock seconds per item and run; the zygote SIGKILLs the child after.
+        memory_mb: Address space a child may add on top of the pre-warmed worker (``RLIMIT_AS``);
+            0 disables the limit.
+        max_outputs: Most keys in a result dict.
+        max_key_chars: Longest key of a result dict.
+        max_consecutive_kills: After this many consecutive items killed (timeout, CPU, crash),
+            the rest of the batch is marked errored without being run; 0 never gives up.
+        nofile: ``RLIMIT_NOFILE`` in the child.
+        max_children: Most children one batch is split over (they run in parallel; also capped
+            by the number of CPUs).
+        min_items_per_child: A batch gets one more child per this many items (up to the max).
+        startup_timeout_s: How long the worker may take to import numpy/scipy/primitives.
+    """
+
+    cpu_s_per_item: float = 2.0
+    wall_s_per_item: float = 3.0
+    memory_mb: int = 1024
+    max_outputs: int = 32
+    max_key_chars: int = 64
+    max_consecutive_kills: int = 8
+    nofile: int = 16
+    max_children: int = 4
+    min_items_per_child: int = 512
+    startup_timeout_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.cpu_s_per_item <= 0 or self.wall_s_per_item <= 0:
+            raise ValueError("time limits must be positive")
+        if self.memory_mb < 0 or self.max_outputs < 1 or self.max_key_chars < 1:
+            raise ValueError("memory_mb >= 0, max_outputs >= 1 and max_key_chars >= 1 required")
+        if self.nofile < 8:
+            raise ValueError("nofile must be at least 8")
+        if self.max_children < 1 or self.min_items_per_child < 1:
+            raise ValueError("max_children and min_items_per_child must be at least 1")
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What one tool produced on one question.
+
+    Attributes:
+        qid: Question id.
+        status: ``"ok"`` (outputs hold evidence), ``"abstain"`` (the tool returned None) or
+            ``"error"``.
+        outputs: Flat dict of finite numbers/booleans when ``status == "ok"``, else None.
+        error: Human-readable reason when ``status == "error"``.
+        error_kind: ``"gate"``, ``"timeout"``, ``"cpu"``, ``"memory"``, ``"exception"``,
+            ``"contract"``, ``"nondeterministic"``, ``"covariate"``, or ``""`` when no error.
+        elapsed_ms: Time spent in the tool function (first run), as measured in the child.
+        covariates_read: Covariates the tool read (each mentioned by the question).
+    """
+
+    qid: str
+    status: Status
+    outputs: Outputs | None
+    error: str = ""
+    error_kind: ErrorKind = ""
+    elapsed_ms: float = 0.0
+    covariates_read: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when the tool returned evidence."""
+        return self.status == "ok"
+
+
+def _clean(msg: Any, limit: int = 400) -> str:
+    """A printable, UTF-8-safe, bounded error message."""
+    return str(msg)[:limit].encode("utf-8", "replace").decode("utf-8")
+
+
+def _error(qid: str, kind: ErrorKind, msg: str, ms: float = 0.0) -> ToolResult:
+    return ToolResult(qid, "error", None, _clean(msg), kind, ms)
+
+
+_KILL_KINDS = {"timeout", "cpu", "memory", "exception"}
+_RUN_KINDS = {"memory", "exception", "covariate"}
+
+
+def _interpret_run(qid: str, rec: Any, lim: SandboxLimits) -> ToolResult:
+    if not isinstance(rec, dict):
+        return _error(qid, "exception", "malformed result from the sandbox")
+    ms = float(rec.get("ms", 0.0)) if isinstance(rec.get("ms"), int | float) else 0.0
+    cov = tuple(_clean(c, 200) for c in rec.get("cov", ()) if isinstance(c, str))
+    viol = rec.get("viol")
+    if isinstance(viol, str):
+        return ToolResult(qid, "error", None, _clean(viol), "covariate", ms, cov)
+    if rec.get("s") == "exc":
+        k = rec.get("k")
+        kind = cast(ErrorKind, k if k in _RUN_KINDS else "exception")
+        return ToolResult(qid, "error", None, _clean(rec.get("m", "")), kind, ms, cov)
+    if rec.get("s") != "ret":
+        return _error(qid, "exception", "malformed result from the sandbox", ms)
+    outputs, why = check_encoded(
+        rec.get("v"), max_outputs=lim.max_outputs, max_key_chars=lim.max_key_chars
+    )
+    if why:
+        return ToolResult(qid, "error", None, why, "contract", ms, cov)
+    if outputs is None:
+        return ToolResult(qid, "abstain", None, "", "", ms, cov)
+    return ToolResult(qid, "ok", outputs, "", "", ms, cov)
+
+
+def _signature(r: ToolResult) -> tuple[Any, ...]:
+    return (r.status, r.error_kind, r.error, canonical(r.outputs))
+
+
+def _interpret_item(qid: str, item: Any, lim: SandboxLimits, runs: int) -> ToolResult:
+    if not isinstance(item, dict):
+        return _error(qid, "exception", "no result from the sandbox")
+    if "killed" in item:
+        kind = cast(ErrorKind, item["killed"] if item["killed"] in _KILL_KINDS else "exception")
+        ms = item.get("ms", 0.0)
+        return _error(
+            qid, kind, _clean(item.get("m", "")), float(ms) if isinstance(ms, int | float) else 0.0
+        )
+    recs = item.get("runs")
+    if not isinstance(recs, list) or len(recs) != runs:
+        return _error(qid, "exception", "malformed result from the sandbox")
+    first = _interpret_run(qid, recs[0], lim)
+    for rec in recs[1:]:
+        again = _interpret_run(qid, rec, lim)
+        if _signature(again) != _signature(first):
+            return ToolResult(
+                qid,
+                "error",
+                None,
+                f"two runs disagree: {_brief(first)} vs {_brief(again)}",
+                "nondeterministic",
+                first.elapsed_ms,
+                first.covariates_read,
+            )
+    return first
+
+
+def _brief(r: ToolResult) -> str:
+    if r.status == "ok":
+        return json.dumps(r.outputs, sort_keys=True)[:150]
+    return r.status if r.status == "abstain" else f"{r.error_kind}: {r.error[:100]}"
+
+
+class _Worker:
+    """One zygote process and its pipes (no locking: the Sandbox serializes access)."""
+
+    def __init__(self, preload: Sequence[str], startup_timeout_s: float) -> None:
+        env = dict(os.environ)
+        for var in (
+            "OMP_NUM_THREADS",
+            "OPENBLAS_NUM_THREADS",
+            "MKL_NUM_THREADS",
+            "NUMEXPR_NUM_THREADS",
+            "VECLIB_MAXIMUM_THREADS",
+        ):
+            env[var] = "1"
+        env["PYTHONHASHSEED"] = "0"
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        paths = [p or os.getcwd() for p in sys.path if isinstance(p, str)]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from tsevo.library.sandbox.worker import main; main()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.wfd = self.proc.stdin.fileno()
+        self.rfd = self.proc.stdout.fileno()
+        self._buf = b""
+        self._finalizer = weakref.finalize(self, _kill_group, self.proc)
+        try:
+            self.send({"preload": list(preload)})
+            hello = self.receive(time.monotonic() + startup_timeout_s)
+        except (OSError, TimeoutError, EOFError) as e:
+            self.kill()
+            raise SandboxError(f"sandbox worker failed to start: {e}") from e
+        if not isinstance(hello, dict) or not hello.get("ok"):
+            self.kill()
+            err = hello.get("error") if isinstance(hello, dict) else hello
+            raise SandboxError(f"sandbox worker failed to start: {err}")
+        self.info: dict[str, Any] = hello
+        self.primitive_names: frozenset[str] = frozenset(hello.get("primitives", ()))
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, obj: Any, raw: bytes | None = None) -> None:
+        """Send a pickled object, then (for ``run``) the raw batch payload as a second frame."""
+        payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        out = len(payload).to_bytes(4, "big") + payload
+        if raw is not None:
+            out += len(raw).to_bytes(4, "big") + raw
+        data = memoryview(out)
+        while data:
+            n = os.write(self.wfd, data)
+            data = data[n:]
+
+    def _fill(self, n: int, deadline: float) -> None:
+        while len(self._buf) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("sandbox worker did not answer in time")
+            ready, _, _ = select.select([self.rfd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(self.rfd, 1 << 20)
+            if not chunk:
+                raise EOFError("sandbox worker exited")
+            self._buf += chunk
+
+    def receive(self, deadline: float) -> Any:
+        self._fill(4, deadline)
+        n = int.from_bytes(self._buf[:4], "big")
+        self._fill(4 + n, deadline)
+        payload, self._buf = self._buf[4 : 4 + n], self._buf[4 + n :]
+        return json.loads(payload)
+
+    def kill(self) -> None:
+        self._finalizer()
+
+    def shutdown(self, timeout: float = 2.0) -> None:
+        try:
+            self.send({"op": "shutdown"})
+            self.proc.wait(timeout)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
+    for f in (proc.stdin, proc.stdout):
+        if f is not None:
+            with contextlib.suppress(OSError):
+                f.close()
+
+
+def _wire_inputs(inputs: Sequence[ToolInput]) -> dict[str, Any]:
+    """Pack inputs for the worker: metadata tuples plus all samples in one float64 buffer.
+
+    One buffer instead of one pickled array per series keeps serialization cost per question low.
+    """
+    meta: list[tuple[Any, ...]] = []
+    chunks: list[np.ndarray] = []
+    off = 0
+    for inp in inputs:
+        layout = []
+        for k, v in inp.series.items():
+            a = np.asarray(v, dtype=np.float64)
+            layout.append((str(k), off, a.shape))
+            chunks.append(a.reshape(-1))
+            off += a.size
+        meta.append(
+            (
+                inp.qid,
+                inp.fingerprint,
+                inp.text,
+                layout,
+                tuple(inp.primary),
+                tuple(inp.covariates),
+                tuple(inp.candidates),
+            )
+        )
+    flat = np.concatenate(chunks) if chunks else np.zeros(0)
+    return {"meta": meta, "flat": flat}
+
+
+class Sandbox:
+    """Runs tool source over questions in a pre-warmed, forked, rlimited worker process.
+
+    The worker starts on the first call (or :meth:`start`) and restarts by itself if it dies.
+    Calls are serialized by a lock: one thread may share a Sandbox with others, but evaluations
+    do not overlap; create one Sandbox per thread for parallelism (each costs one worker).
+
+    Args:
+        limits: Per-item limits (defaults: :class:`SandboxLimits`).
+        preload: Extra modules the worker imports before building ``P``; ``"pkg.mod:fn"`` also
+            calls ``fn()`` (e.g. to register more primitives). They are imported only in the
+            worker, and the gate accepts exactly the ``P`` names the worker reports.
+    """
+
+    def __init__(self, limits: SandboxLimits | None = None, *, preload: Sequence[str] = ()) -> None:
+        self.limits = limits or SandboxLimits()
+        self.preload = tuple(preload)
+        self._lock = threading.Lock()
+        self._worker: _Worker | None = None
+        self._gate_cache: OrderedDict[str, GateReport] = OrderedDict()
+        self.restarts = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> dict[str, Any]:
+        """Start the worker now (pre-warm) and return what it reported (pid, numpy version...)."""
+        with self._lock:
+            return dict(self._ensure_worker().info)
+
+    def _ensure_worker(self) -> _Worker:
+        w = self._worker
+        if w is not None and w.alive():
+            return w
+        if w is not None:
+            w.kill()
+            self.restarts += 1
+        self._worker = _Worker(self.preload, self.limits.startup_timeout_s)
+        self._gate_cache.clear()
+        return self._worker
+
+    def close(self) -> None:
+        """Stop the worker. The Sandbox may be used again (a new worker starts)."""
+        with self._lock:
+            if self._worker is not None:
+                self._worker.shutdown()
+                self._worker = None
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def primitive_names(self) -> frozenset[str]:
+        """Names under ``P`` in the worker (starts it)."""
+        with self._lock:
+            return self._ensure_worker().primitive_names
+
+    # -- evaluation ------------------------------------------------------------------------
+    def check(self, source: str) -> GateReport:
+        """Run the AST gate against this sandbox's ``P`` (cached per source)."""
+        with self._lock:
+            return self._check(source)
+
+    def _check(self, source: str) -> GateReport:
+        w = self._ensure_worker()
+        rep = self._gate_cache.get(source)
+        if rep is None:
+            rep = check_source(source, primitive_names=w.primitive_names)
+            self._gate_cache[source] = rep
+            if len(self._gate_cache) > 512:
+                self._gate_cache.popitem(last=False)
+        return rep
+
+    def run_one(
+        self, source: str, inp: ToolInput, *, check_determinism: bool = False
+    ) -> ToolResult:
+        """Run a tool on one question (see :meth:`run`)."""
+        return self.run(source, [inp], check_determinism=check_determinism)[0]
+
+    def run(
+        self, source: str, inputs: Sequence[ToolInput], *, check_determinism: bool = False
+    ) -> list[ToolResult]:
+        """Run one tool over many questions in one worker call.
+
+        Items run one after another in a forked child, each under its own CPU and wall-clock
+        limit; an item that is killed is reported as an error and the others still run.
+
+        Args:
+            source: The tool's source (one zero-argument function).
+            inputs: What the tool may see of each question.
+            check_determinism: Run every item twice; disagreeing runs become errors of kind
+                ``"nondeterministic"``.
+
+        Returns:
+            One :class:`ToolResult` per input, in order.
+        """
+        inputs = list(inputs)
+        if not inputs:
+            return []
+        with self._lock:
+            report = self._check(source)
+            if not report.ok:
+                msg = "; ".join(report.reasons)
+                return [_error(inp.qid, "gate", msg) for inp in inputs]
+            assert report.function_name is not None
+            runs = 2 if check_determinism else 1
+            lim = self.limits
+            limits = asdict(lim)
+            head = {"op": "run", "n": len(inputs), "runs": runs, "limits": limits}
+            payload = pickle.dumps(
+                {
+                    "source": source,
+                    "function": report.function_name,
+                    "inputs": _wire_inputs(inputs),
+                    "runs": runs,
+                    "limits": limits,
+                },
+                protocol=pickle.HIGHEST_PROTOCOL,
+            )
+            budget = 10.0 + len(inputs) * runs * (lim.wall_s_per_item + 0.05)
+            resp: Any = None
+            for attempt in range(2):
+                w = self._ensure_worker()
+                try:
+                    w.send(head, payload)
+                    resp = w.receive(time.monotonic() + budget)
+                    break
+                except TimeoutError:
+                    w.kill()
+                    return [
+                        _error(inp.qid, "timeout", "the sandbox worker stopped answering")
+                        for inp in inputs
+                    ]
+                except (OSError, EOFError) as e:
+                    w.kill()
+                    if attempt == 1:
+                        return [
+                            _error(inp.qid, "exception", f"the sandbox worker died: {e}")
+                            for inp in inputs
+                        ]
+            if not isinstance(resp, dict) or not resp.get("ok"):
+                err = resp.get("error") if isinstance(resp, dict) else "malformed answer"
+                return [_error(inp.qid, "exception", f"sandbox: {err}") for inp in inputs]
+            items = resp.get("items")
+            if not isinstance(items, list) or len(items) != len(inputs):
+                return [_error(inp.qid, "exception", "sandbox: malformed answer") for inp in inputs]
+            return [
+                _interpret_item(inp.qid, item, lim, runs)
+                for inp, item in zip(inputs, items, strict=True)
+            ]
