@@ -22,7 +22,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from tsevo.data import Question
 from tsevo.library.context import ToolInput
@@ -54,8 +54,8 @@ class _ResultLike(Protocol):
 class ToolExecutor(Protocol):
     """Runs one tool's source over a batch of inputs (the sandbox implements this)."""
 
-    def run(self, source: str, inputs: Sequence[ToolInput]) -> Sequence[_ResultLike]:
-        """Return one result per input, in order."""
+    def run(self, source: str, inputs: Sequence[ToolInput]) -> Sequence[Any]:
+        """Return one result per input, in order (objects shaped like sandbox ``ToolResult``)."""
         ...
 
 
@@ -194,9 +194,20 @@ class AnswerRecord:
         kw = {k: d[k] for k in d if k != "steps"}
         return cls(steps=steps, **kw)
 
-    def to_row(self) -> dict[str, Any]:
-        """A flat row for parquet tables (steps serialized as JSON)."""
-        return {
+    def to_row(self, *, timings: bool = True) -> dict[str, Any]:
+        """A flat row for parquet tables (steps serialized as JSON).
+
+        Args:
+            timings: Include wall-clock timings. Tables that are compared byte for byte across
+                reruns leave them out (timings live beside the artifacts, not inside them).
+        """
+        steps = self.to_dict()["steps"]
+        if not timings:
+            for s in steps:
+                for r in s["runs"]:
+                    r.pop("elapsed_ms", None)
+                    r.pop("cached", None)
+        row: dict[str, Any] = {
             "qid": self.qid,
             "fingerprint": self.fingerprint,
             "task": self.task,
@@ -211,9 +222,11 @@ class AnswerRecord:
             "tool_errors": self.tool_errors,
             "replaced_by": list(self.replaced_by),
             "base_reason": self.base_reason,
-            "steps_json": json.dumps(self.to_dict()["steps"], sort_keys=True),
-            "elapsed_ms": self.elapsed_ms,
+            "steps_json": json.dumps(steps, sort_keys=True),
         }
+        if timings:
+            row["elapsed_ms"] = self.elapsed_ms
+        return row
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> AnswerRecord:
@@ -224,7 +237,10 @@ class AnswerRecord:
             "task": row["task"],
             "base_answer": _opt_int(row["base_answer"]),
             "base_reason": row.get("base_reason", ""),
-            "steps": json.loads(row["steps_json"]),
+            "steps": [
+                {**st, "runs": [{"elapsed_ms": 0.0, "cached": False, **r} for r in st["runs"]]}
+                for st in json.loads(row["steps_json"])
+            ],
             "final_answer": _opt_int(row["final_answer"]),
             "correct": None if _missing(row["correct"]) else bool(row["correct"]),
             "completed": bool(row["completed"]),
@@ -304,7 +320,7 @@ class Agent:
         if self._executor is None:
             from tsevo.library.sandbox import Sandbox
 
-            self._executor = Sandbox()
+            self._executor = cast(ToolExecutor, Sandbox())
         return self._executor
 
     def with_library(self, library: Library) -> Agent:
@@ -385,7 +401,7 @@ class Agent:
                         slot[1].append(q)
         for st, batch in need.values():
             inputs = [ToolInput.from_question(q) for q in batch]
-            results = self.executor.run(st.tool.source, inputs)
+            results: Sequence[_ResultLike] = self.executor.run(st.tool.source, inputs)
             for q, res in zip(batch, results, strict=True):
                 run = ToolRun(
                     st.tool.id,

@@ -282,3 +282,105 @@ class LocalPlanner(Protocol):
     def plan(self, dossier: Dossier, feedback: Sequence[str] = ()) -> ContractCard | None:
         """Return a card; ``feedback`` carries why earlier plans for this bucket failed (replan)."""
         ...
+
+
+@dataclass(frozen=True)
+class WorkGroup:
+    """A coordinated unit of synthesis: one or more cards that ask for the same measurement.
+
+    Attributes:
+        id: Group id (``g1``, ``g2``, ...).
+        cards: The member cards (one for a singleton).
+        contract: The group's contract (the shared measurement).
+        scope: The group's scope (union of members, narrowed against other groups).
+    """
+
+    id: str
+    cards: tuple[ContractCard, ...]
+    contract: Any
+    scope: Any
+
+    @property
+    def bucket_ids(self) -> tuple[str, ...]:
+        """Buckets the group serves."""
+        return tuple(c.bucket_id for c in self.cards)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "id": self.id,
+            "cards": [c.to_dict() for c in self.cards],
+            "contract": self.contract.to_dict(),
+            "scope": self.scope.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> WorkGroup:
+        """Inverse of :meth:`to_dict`."""
+        from tsevo.library.tool import Contract, Scope
+
+        return cls(
+            d["id"],
+            tuple(ContractCard.from_dict(c) for c in d["cards"]),
+            Contract.from_dict(d["contract"]),
+            Scope.from_dict(d["scope"]),
+        )
+
+
+@runtime_checkable
+class GlobalPlanner(Protocol):
+    """Coordinates local proposals: merge same-measurement cards, narrow overlapping scopes."""
+
+    name: str
+
+    def coordinate(
+        self, cards: Sequence[ContractCard], support_texts: Mapping[str, Sequence[str]]
+    ) -> list[WorkGroup]:
+        """Return work groups covering every card exactly once."""
+        ...
+
+
+@dataclass(frozen=True)
+class AttemptFeedback:
+    """What the synthesizer learns about an earlier attempt.
+
+    Attributes:
+        attempt: Attempt number (1-based).
+        tool_id: Candidate id.
+        measurement: What it measured.
+        outcome: ``rejected_check`` | ``no_repair`` | ``passed`` | ``harmful`` | ``exec_errors``.
+        repairs: Attributable repairs on the prefilter.
+        harms: Harms on the harm probe.
+        detail: Free text (the violated check, numbers).
+    """
+
+    attempt: int
+    tool_id: str
+    measurement: str
+    outcome: str
+    repairs: int = 0
+    harms: int = 0
+    detail: str = ""
+
+
+@runtime_checkable
+class Synthesizer(Protocol):
+    """Writes a candidate artifact for a work group; repairs one contract violation on request."""
+
+    name: str
+
+    def synthesize(
+        self,
+        group: WorkGroup,
+        attempt: int,
+        history: Sequence[AttemptFeedback],
+        examples: Sequence[Example],
+    ) -> Any:
+        """Return a draft artifact (a :class:`~tsevo.library.tool.Tool`) or None when out of ideas."""
+        ...
+
+    def repair(
+        self, group: WorkGroup, draft: Any, violation: str, examples: Sequence[Example]
+    ) -> Any:
+        """Return a repaired draft (or None) for one contract violation."""
+        ...

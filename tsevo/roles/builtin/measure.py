@@ -229,6 +229,7 @@ def spec_source(specs: list[tuple[Spec, list[str]]], name: str = "tool", doc: st
             "    if len(cands) < 2:",
             "        return None",
         ]
+    literal: list[tuple[str, str]] = []
     for i, (s, keys) in enumerate(specs):
         kw = ", ".join(f"{k}={_lit(v)}" for k, v in s.params)
         kws = f", {kw}" if kw else ""
@@ -250,8 +251,9 @@ def spec_source(specs: list[tuple[Spec, list[str]]], name: str = "tool", doc: st
                 f"    if {r}a is None or {r}b is None:",
                 "        return None",
             ]
-            for k in keys:
-                lines.append(f"    out[{k!r}] = {r}b[{k!r}] - {r}a[{k!r}]")
+            for j, k in enumerate(keys):
+                lines.append(f"    v{i}_{j} = {r}b[{k!r}] - {r}a[{k!r}]")
+                literal.append((k, f"v{i}_{j}"))
             continue
         elif s.mode == "pair":
             lines.append(f"    {r} = P.{s.primitive}(y, y2{kws})")
@@ -277,7 +279,15 @@ def spec_source(specs: list[tuple[Spec, list[str]]], name: str = "tool", doc: st
                     lines.append(f"        out[{k!r} + '_' + c] = abs({r}[{k!r}] - {r}ref[{k!r}])")
             continue
         lines += [f"    if {r} is None:", "        return None"]
-        for k in keys:
-            lines.append(f"    out[{k!r}] = {r}[{k!r}]")
+        for j, k in enumerate(keys):
+            lines.append(f"    v{i}_{j} = {r}[{k!r}]")
+            literal.append((k, f"v{i}_{j}"))
+    if not modes & {"cand", "cand_diff"}:
+        body = ", ".join(f"{k!r}: {v}" for k, v in literal)
+        lines.remove("    out = {}")
+        lines.append(f"    return {{{body}}}")
+        return "\n".join(lines) + "\n"
+    for k, v in literal:
+        lines.append(f"    out[{k!r}] = {v}")
     lines.append("    return out")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,212 @@
+"""Planning: bucket splits, dossiers, local planning per bucket, global coordination with mechanical checks.
+
+*Bucket split* (a decided gap): each bucket's members are ordered by a seeded hash and split into
+support rows (at most ``planner_support``, shown to the planner and synthesizer, usable for
+calibration) and held-out rows (at most ``prefilter_errors``, used only by the prefilter). The two
+never overlap; with few members the support gets half (rounded up).
+
+*Background*: up to ``planner_background`` other train rows of the bucket's tasks, most similar in
+wording to the support rows, right or wrong, excluding every held-out row.
+
+*Coordination*: the global planner's groups are checked mechanically — every card exactly once, and
+members of a merged group share measurement, signature, input shape, option shape and rule kind. An
+invalid coordination is retried up to ``global_planner_attempts`` times, then the round falls back to
+singleton groups of the validated local plans.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tsevo.library.tool import question_tokens
+from tsevo.roles.protocols import (
+    ContractCard,
+    Dossier,
+    Example,
+    GlobalPlanner,
+    LocalPlanner,
+    WorkGroup,
+)
+
+from .cluster import Bucket
+
+if TYPE_CHECKING:
+    from tsevo.agent import AnswerRecord
+    from tsevo.data import Question
+
+    from .config import ProtocolConfig
+
+__all__ = ["BucketSplit", "build_dossier", "coordinate", "split_bucket", "validate_groups"]
+
+
+def _h(seed: int, qid: str) -> str:
+    return hashlib.sha256(f"{seed}\x01{qid}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class BucketSplit:
+    """Support and held-out rows of one bucket (disjoint)."""
+
+    bucket_id: str
+    support: tuple[str, ...]
+    held_out: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "bucket_id": self.bucket_id,
+            "support": list(self.support),
+            "held_out": list(self.held_out),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BucketSplit:
+        """Inverse of :meth:`to_dict`."""
+        return cls(d["bucket_id"], tuple(d["support"]), tuple(d["held_out"]))
+
+
+def split_bucket(bucket: Bucket, cfg: ProtocolConfig) -> BucketSplit:
+    """Deterministic support / held-out split of a bucket's members."""
+    order = sorted(bucket.members, key=lambda q: _h(cfg.seed, q))
+    n_support = min(cfg.planner_support, math.ceil(len(order) / 2))
+    support = tuple(order[:n_support])
+    held = tuple(order[n_support : n_support + cfg.prefilter_errors])
+    return BucketSplit(bucket.id, support, held)
+
+
+def _similarity(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
+def build_dossier(
+    bucket: Bucket,
+    split: BucketSplit,
+    train: Mapping[str, Question],
+    records: Mapping[str, AnswerRecord],
+    cfg: ProtocolConfig,
+    *,
+    exclude: set[str],
+    catalog: str = "",
+    library_tools: Sequence[str] = (),
+) -> Dossier:
+    """The planner's view of a bucket: support rows and similar background train rows.
+
+    Args:
+        bucket: The bucket.
+        split: Its support / held-out split.
+        train: Train questions by id (the only split a planner may see).
+        records: Current library's train records by id.
+        cfg: Protocol config.
+        exclude: Ids never shown (every bucket's held-out rows).
+        catalog: Current library's scope catalog text.
+        library_tools: Current library's tool ids.
+    """
+    support = tuple(Example(train[q], records[q]) for q in split.support)
+    tasks = {train[q].task for q in split.support}
+    stoks = [question_tokens(train[q].question) for q in split.support]
+    pool = [
+        q
+        for q in train.values()
+        if q.task in tasks
+        and q.id not in exclude
+        and q.id not in split.support
+        and q.gold is not None
+    ]
+    scored = sorted(
+        pool,
+        key=lambda q: (
+            -max((_similarity(question_tokens(q.question), t) for t in stoks), default=0.0),
+            _h(cfg.seed, q.id),
+        ),
+    )
+    background = tuple(Example(q, records[q.id]) for q in scored[: cfg.planner_background])
+    return Dossier(
+        bucket_id=bucket.id,
+        side=bucket.side,
+        label=bucket.category.label,
+        criteria=bucket.category.criteria,
+        support=support,
+        background=background,
+        catalog=catalog,
+        library_tools=tuple(library_tools),
+    )
+
+
+def _card_key(c: ContractCard) -> tuple[Any, ...]:
+    return (
+        c.contract.measurement,
+        tuple(c.contract.signature),
+        c.scope.arity,
+        c.scope.options_kind,
+        str(c.plan.get("rule_kind", "")),
+        c.artifact_kind,
+    )
+
+
+def validate_groups(groups: Sequence[WorkGroup], cards: Sequence[ContractCard]) -> list[str]:
+    """Mechanical checks of a coordination; returns the problems (empty when valid)."""
+    problems = []
+    seen = [c.bucket_id for g in groups for c in g.cards]
+    want = sorted(c.bucket_id for c in cards)
+    if sorted(seen) != want:
+        problems.append(
+            f"groups cover buckets {sorted(seen)} instead of each of {want} exactly once"
+        )
+    ids = [g.id for g in groups]
+    if len(set(ids)) != len(ids):
+        problems.append("duplicate group ids")
+    for g in groups:
+        keys = {_card_key(c) for c in g.cards}
+        if len(keys) > 1:
+            problems.append(f"group {g.id} merges incompatible contracts: {sorted(map(str, keys))}")
+        if g.cards and g.contract.measurement != g.cards[0].contract.measurement:
+            problems.append(f"group {g.id} contract measurement differs from its members'")
+    return problems
+
+
+def coordinate(
+    cards: Sequence[ContractCard],
+    planner: GlobalPlanner,
+    cfg: ProtocolConfig,
+    support_texts: Mapping[str, Sequence[str]],
+) -> tuple[list[WorkGroup], dict[str, Any]]:
+    """Run the global planner with mechanical rejection and the singleton fallback.
+
+    Returns:
+        The work groups and a log (attempts, problems, whether the fallback was used).
+    """
+    log: dict[str, Any] = {"attempts": [], "fallback": False}
+    for _ in range(cfg.global_planner_attempts):
+        try:
+            groups = planner.coordinate(cards, support_texts)
+            problems = validate_groups(groups, cards)
+        except Exception as exc:  # a failed coordination is retried, then falls back
+            groups, problems = [], [f"coordinator failed: {exc}"]
+        log["attempts"].append(problems)
+        if not problems:
+            return list(groups), log
+    log["fallback"] = True
+    return [WorkGroup(f"g{i}", (c,), c.contract, c.scope) for i, c in enumerate(cards, 1)], log
+
+
+def local_plans(
+    dossiers: Sequence[Dossier], planner: LocalPlanner
+) -> tuple[list[ContractCard], dict[str, str]]:
+    """Plan every bucket; a planner failure or no plan leaves that bucket without a card."""
+    cards: list[ContractCard] = []
+    skipped: dict[str, str] = {}
+    for d in dossiers:
+        try:
+            card = planner.plan(d)
+        except Exception as exc:  # one bucket's failure must not stop the round
+            skipped[d.bucket_id] = f"planner failed: {exc}"
+            continue
+        if card is None:
+            skipped[d.bucket_id] = "no measurement recovers the bucket's answers"
+            continue
+        cards.append(card)
+    return cards, skipped

@@ -1,0 +1,390 @@
+"""The builtin local planner: measure which catalog primitives recover a bucket's gold answers.
+
+For one bucket it sees the dossier's train rows (support errors plus similar background rows, gold
+known, train split only). It enumerates measurement specs that fit the rows' input shape (each
+catalog primitive with its default parameters and each alternative of its declared grid, fed from the
+primary series, from windows written in the question, from two primaries, from a mentioned
+covariate, or per candidate series), fits the reading rule the option shape calls for (``label``,
+``nearest_number`` or ``extremum``) and ranks measurements by grouped cross-validated accuracy. The
+winner becomes the contract; the runners-up travel in the card's ``plan`` so the synthesizer can vary
+its attempts, and a two-feature calibration tree is requested when it clearly beats one feature.
+The scope is learned from the bucket: its tasks, input shape, option shape, and a matcher over the
+question words its members share.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import replace as _replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tsevo.library.context import extract_numbers
+from tsevo.library.tool import Contract, Matcher, Scope, options_kind, question_tokens
+
+from ..protocols import ContractCard, Dossier, Example
+from .measure import Spec, SpecCache
+from .rules import Row, cross_validate, fit_rule, train_accuracy
+
+if TYPE_CHECKING:
+    from tsevo.data import Question
+
+__all__ = ["MeasurementPlanner", "RankedMeasurement", "fit_matcher"]
+
+_RULE_FOR_OPTIONS = {"candidate": "extremum", "numeric": "nearest_number", "label": "label"}
+_SKIP_KEYS = re.compile(r"^(n|n_bins|h|chronos|df|used_lag|used_lags|period_used)$")
+
+
+@dataclass(frozen=True)
+class RankedMeasurement:
+    """One measured candidate: spec, output key, fitted rule and its accuracies on the planner's rows."""
+
+    spec: Spec
+    key: str
+    rule: Any
+    cv_acc: float
+    train_acc: float
+    coverage: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "spec": self.spec.to_dict(),
+            "key": self.key,
+            "rule": self.rule.to_dict(),
+            "cv_acc": round(self.cv_acc, 6),
+            "train_acc": round(self.train_acc, 6),
+            "coverage": round(self.coverage, 6),
+            "measurement": self.spec.describe(self.key),
+        }
+
+
+def _param_names(fn: Any) -> set[str]:
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def enumerate_specs(modes: Sequence[str]) -> list[Spec]:
+    """All specs for the given feeding modes (defaults plus one-at-a-time grid alternatives)."""
+    from tsevo.library.primitives import CATALOG
+
+    out: list[Spec] = []
+    for name in sorted(CATALOG):
+        ps = CATALOG[name]
+        params = _param_names(ps.fn)
+        variants: list[tuple[tuple[str, Any], ...]] = [()]
+        for pname, values in sorted(ps.grid.items()):
+            if pname in ("a", "b", "c", "d"):
+                continue
+            for v in values:
+                if v is None:
+                    continue
+                variants.append(((pname, v),))
+        for mode in modes:
+            if mode in ("primary", "dual_diff", "cand_diff") and ps.arity != "single":
+                continue
+            if mode in ("pair", "covariate", "cand") and ps.arity == "single":
+                continue
+            if mode == "window2" and not ({"a", "b"} <= params and ps.arity == "single"):
+                continue
+            if mode == "window4" and not ({"a", "b", "c", "d"} <= params and ps.arity == "single"):
+                continue
+            vs = variants if mode in ("primary", "pair", "cand", "covariate") else [()]
+            out.extend(Spec(name, mode, v) for v in vs)
+    return out
+
+
+def fit_matcher(questions: Sequence[Question], min_df: float = 0.6) -> Matcher:
+    """A matcher from the words a bucket's questions share (numbers masked).
+
+    Terms are tokens present in at least ``min_df`` of the questions, weighted by that fraction; the
+    threshold is the lowest member score, so every member matches.
+    """
+    if not questions:
+        return Matcher()
+    toks = [question_tokens(q.question) for q in questions]
+    df = Counter(t for ts in toks for t in ts)
+    n = len(toks)
+    terms = {t: round(c / n, 4) for t, c in sorted(df.items()) if c / n >= min_df and len(t) > 2}
+    if not terms:
+        return Matcher()
+    m = Matcher(terms, 0.0)
+    thr = min(m.score(ts) for ts in toks)
+    return Matcher(terms, round(max(0.0, min(thr, 0.95) - 1e-6), 6))
+
+
+def kind_keys(questions: Sequence[Question]) -> dict[str, tuple[str, str]]:
+    """Question kind per id: task plus option shape.
+
+    Label questions of one task whose option texts overlap (transitively) share a kind, so each kind
+    has one label vocabulary.
+    """
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    out: dict[str, tuple[str, str]] = {}
+    label_qs = []
+    for q in questions:
+        kind = options_kind(q.options, q.candidates)
+        if kind == "label":
+            opts = [f"{q.task}\x00{' '.join(o.lower().split())}" for o in q.options]
+            for o in opts[1:]:
+                parent[find(o)] = find(opts[0])
+            label_qs.append((q, opts[0]))
+        else:
+            out[q.id] = (q.task, f"{kind}/{len(q.primary)}p/{'cov' if q.covariates else ''}")
+    for q, o in label_qs:
+        out[q.id] = (q.task, "label/" + find(o).split("\x00", 1)[1])
+    return out
+
+
+def _rows_kind(qs: Sequence[Question]) -> tuple[str, str]:
+    kinds = Counter(options_kind(q.options, q.candidates) for q in qs)
+    okind = kinds.most_common(1)[0][0]
+    if all(q.candidates for q in qs):
+        arity = "candidates"
+    elif all(len(q.primary) == 2 for q in qs):
+        arity = "dual"
+    elif all(q.covariates for q in qs):
+        arity = "covariate"
+    else:
+        arity = "single"
+    return okind, arity
+
+
+def _modes(arity: str, qs: Sequence[Question]) -> list[str]:
+    if arity == "candidates":
+        return ["cand", "cand_diff"]
+    if arity == "dual":
+        return ["pair", "dual_diff"]
+    if arity == "covariate":
+        return ["covariate", "primary"]
+    modes = ["primary"]
+    counts = [len(extract_numbers(q.question)) for q in qs]
+    if counts and min(counts) >= 2:
+        modes.append("window2")
+    if counts and min(counts) >= 4:
+        modes.append("window4")
+    return modes
+
+
+class MeasurementPlanner:
+    """Builtin local planner (deterministic; train rows only).
+
+    Args:
+        cache: Shared measurement cache (pass one to reuse measurements across buckets and rounds).
+        top_k: Measurements kept for cross-validation after the train-accuracy screen.
+        keep: Measurements listed in the card for the synthesizer.
+        combo_gain: Minimum CV gain for requesting a two-feature calibration tree.
+    """
+
+    name = "builtin-measurement-planner"
+
+    def __init__(
+        self,
+        cache: SpecCache | None = None,
+        top_k: int = 16,
+        keep: int = 6,
+        combo_gain: float = 0.05,
+    ) -> None:
+        self.cache = cache if cache is not None else SpecCache()
+        self.top_k = top_k
+        self.keep = keep
+        self.combo_gain = combo_gain
+
+    # ------------------------------------------------------------------ search
+    def rank(
+        self, examples: Sequence[Example], exclude: Sequence[str] = ()
+    ) -> tuple[str, str, list[RankedMeasurement]]:
+        """Rank measurements on the examples; returns (option kind, arity, ranking)."""
+        qs = [e.question for e in examples if e.question.gold is not None]
+        if len(qs) < 3:
+            return "label", "single", []
+        okind, arity = _rows_kind(qs)
+        rule_kind = _RULE_FOR_OPTIONS[okind]
+        screened: list[tuple[float, float, int, str, Spec, str, Any, list[Row]]] = []
+        for spec in enumerate_specs(_modes(arity, qs)):
+            vals = [self.cache.get(spec, q) for q in qs]
+            present = [v for v in vals if v]
+            if len(present) < max(3, len(qs) // 2):
+                continue
+            if rule_kind == "extremum":
+                keys = sorted({k.rsplit("_", 1)[0] for v in present for k in v if "_" in k})
+                keys = [
+                    k
+                    for k in keys
+                    if all(f"{k}_{c}" in v for v in present for c in qs[0].candidates[:1])
+                ]
+            else:
+                keys = sorted({k for v in present for k in v})
+            rows = [
+                Row(q.id, v, q.options, q.candidates, q.gold or 0)
+                for q, v in zip(qs, vals, strict=True)
+            ]
+            for key in keys:
+                if _SKIP_KEYS.match(key) or spec.describe(key) in exclude:
+                    continue
+                if rule_kind != "extremum":
+                    col = [v[key] for v in present if key in v]
+                    if len(col) < 3 or float(np.ptp(col)) == 0.0:
+                        continue
+                rule = fit_rule(rule_kind, rows, key)
+                if rule is None:
+                    continue
+                acc = train_accuracy(rule, rows)
+                cover = len(present) / len(qs)
+                screened.append(
+                    (acc, cover, len(spec.params), spec.describe(key), spec, key, rule, rows)
+                )
+        screened.sort(key=lambda s: (-s[0], -s[1], s[2], s[3]))
+        ranked: list[RankedMeasurement] = []
+        for acc, cover, _, _, spec, key, rule, rows in screened[: self.top_k]:
+            cv = cross_validate(rule_kind, rows, key)
+            conf = round(min(0.99, max(0.05, cv)), 4)
+            ranked.append(
+                RankedMeasurement(spec, key, _replace(rule, confidence=conf), cv, acc, cover)
+            )
+        ranked.sort(
+            key=lambda r: (-r.cv_acc, -r.train_acc, len(r.spec.params), r.spec.describe(r.key))
+        )
+        return okind, arity, ranked
+
+    def _combo(
+        self, examples: Sequence[Example], ranked: Sequence[RankedMeasurement]
+    ) -> dict[str, Any] | None:
+        from sklearn.model_selection import cross_val_score
+        from sklearn.tree import DecisionTreeClassifier
+
+        if len(ranked) < 2 or ranked[0].rule.kind != "label":
+            return None
+        first = ranked[0]
+        second = next((r for r in ranked[1:] if r.spec != first.spec or r.key != first.key), None)
+        if second is None:
+            return None
+        qs = [e.question for e in examples]
+        X, y = [], []
+        for q in qs:
+            v1 = self.cache.get(first.spec, q) or {}
+            v2 = self.cache.get(second.spec, q) or {}
+            if first.key in v1 and second.key in v2 and q.gold is not None:
+                X.append([v1[first.key], v2[second.key]])
+                y.append(q.options[q.gold].strip().lower())
+        if len(X) < 10 or len(set(y)) < 2:
+            return None
+        folds = min(5, min(Counter(y).values()))
+        if folds < 2:
+            return None
+        tree = DecisionTreeClassifier(max_depth=2, random_state=0)
+        cv = float(np.mean(cross_val_score(tree, np.asarray(X), np.asarray(y), cv=folds)))
+        if cv < first.cv_acc + self.combo_gain:
+            return None
+        return {
+            "features": [
+                {"spec": first.spec.to_dict(), "key": first.key},
+                {"spec": second.spec.to_dict(), "key": second.key},
+            ],
+            "cv_acc": round(cv, 6),
+        }
+
+    # ------------------------------------------------------------------ protocol
+    def plan(self, dossier: Dossier, feedback: Sequence[str] = ()) -> ContractCard | None:
+        """Return a contract card for the bucket, or None when no measurement recovers its answers.
+
+        A bucket may mix question kinds (the define step never sees tasks, and it has at most eight
+        categories). The planner then focuses on the kind with the most support errors: the rows
+        sharing its task and option shape. The rest of the bucket is left to later rounds.
+        """
+        seen: set[str] = set()
+        uniq = []
+        for e in [*dossier.support, *dossier.background]:
+            if e.question.id not in seen:
+                seen.add(e.question.id)
+                uniq.append(e)
+        keys = kind_keys([e.question for e in uniq])
+        kinds = Counter(keys[e.question.id] for e in dossier.support)
+        if not kinds:
+            return None
+        focus_key = max(kinds, key=lambda k: (kinds[k], k))
+        support_focus = [e for e in dossier.support if keys[e.question.id] == focus_key]
+        uniq = [e for e in uniq if keys[e.question.id] == focus_key]
+        exclude = [
+            f.split("measurement ", 1)[1].split(" ", 1)[0] for f in feedback if "measurement " in f
+        ]
+        okind, arity, ranked = self.rank(uniq, exclude)
+        if not ranked:
+            return None
+        best = ranked[0]
+        base_acc = float(np.mean([bool(e.record.correct) for e in uniq])) if uniq else 0.0
+        combo = self._combo(uniq, ranked)
+        support_qs = [e.question for e in support_focus]
+        scope = Scope(
+            tasks=tuple(sorted({q.task for q in support_qs})),
+            evidence=(best.spec.primitive,),
+            arity=arity,  # type: ignore[arg-type]
+            options_kind=okind,
+            matcher=fit_matcher(support_qs),
+        )
+        sig = {
+            "primary": ("primary",),
+            "window2": ("primary", "question_numbers"),
+            "window4": ("primary", "question_numbers"),
+            "dual_diff": ("primary", "primary"),
+            "pair": ("primary", "primary"),
+            "covariate": ("primary", "covariate"),
+            "cand": ("reference", "candidates"),
+            "cand_diff": ("reference", "candidates"),
+        }[best.spec.mode]
+        calibration = None
+        if combo is not None:
+            calibration = {
+                "kind": "binary_decision_tree_v1",
+                "features": [f["key"] for f in combo["features"]],
+            }
+        contract = Contract(
+            measurement=best.spec.describe(best.key),
+            signature=sig,
+            success_criterion=(
+                f"reading {best.key} with a {best.rule.kind} rule recovers gold on held-out bucket errors "
+                f"(cv accuracy {best.cv_acc:.2f} on {len(uniq)} train rows vs base {base_acc:.2f})"
+            ),
+            calibration=calibration,
+            params=dict(best.spec.params),
+        )
+        return ContractCard(
+            bucket_id=dossier.bucket_id,
+            action="create",
+            artifact_kind="tool",
+            target_tool="",
+            failure_type="missing_measurement" if dossier.side == "no_tool" else "misread_evidence",
+            root_cause=(
+                f"the agent answers from a global summary; the answer depends on {best.spec.describe(best.key)}"
+            ),
+            focus=f"measure {best.spec.describe(best.key)} and read it with a {best.rule.kind} rule",
+            contract=contract,
+            scope=scope,
+            plan={
+                "focus": {
+                    "task": focus_key[0],
+                    "options": list(focus_key[1]),
+                    "support": len(support_focus),
+                    "of_support": len(dossier.support),
+                },
+                "rule_kind": best.rule.kind,
+                "ranked": [r.to_dict() for r in ranked[: self.keep]],
+                "combo": combo,
+                "base_acc": round(base_acc, 6),
+                "n_rows": len(uniq),
+            },
+        )

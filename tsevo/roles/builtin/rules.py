@@ -1,0 +1,185 @@
+"""Fitting reading rules to measured values on train rows (the builtin planner's statistics).
+
+Three rule kinds, matching :class:`~tsevo.library.tool.ReadingRule`:
+
+* ``label``: classes (gold option texts) ordered by their median value; one cut point between
+  each pair of adjacent classes, placed to maximise the pair's separation (a 1-D stump chain);
+* ``nearest_number``: an affine map from the value to the option numbers (identity, least squares,
+  and through-origin fits are tried);
+* ``extremum``: choose the candidate with the minimum or the maximum per-candidate score.
+
+Every fit is scored by grouped k-fold cross-validated accuracy, because a rule picked on a handful of
+rows is usually spurious; the simplest rule that cross-validates wins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tsevo.library.reading import apply_rule, option_number
+from tsevo.library.tool import ReadingRule
+
+__all__ = ["Row", "cross_validate", "fit_rule", "norm_label", "train_accuracy"]
+
+_TOK = re.compile(r"[a-z0-9_]+")
+
+
+def norm_label(s: str) -> str:
+    """Normalized option text used as a class label."""
+    return " ".join(_TOK.findall(s.lower()))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One fit row: measured values, the question's options and candidates, and its gold index.
+
+    Attributes:
+        qid: Question id (folds are assigned by a hash of it).
+        values: Measured values (a dict of keys) or ``None`` when the measurement abstained.
+        options: Option texts.
+        candidates: Candidate series names.
+        gold: Gold option index.
+    """
+
+    qid: str
+    values: dict[str, float] | None
+    options: tuple[str, ...]
+    candidates: tuple[str, ...]
+    gold: int
+
+
+def _acc(rule: ReadingRule, rows: Sequence[Row]) -> float:
+    if not rows:
+        return 0.0
+    hits = 0
+    for r in rows:
+        rd = apply_rule(rule, r.values, r.options, r.candidates)
+        hits += int(rd.option == r.gold)
+    return hits / len(rows)
+
+
+def _fit_label(rows: Sequence[Row], key: str) -> ReadingRule | None:
+    pts = [
+        (r.values[key], norm_label(r.options[r.gold])) for r in rows if r.values and key in r.values
+    ]
+    if len(pts) < 4:
+        return None
+    by: dict[str, list[float]] = {}
+    for v, lab in pts:
+        by.setdefault(lab, []).append(v)
+    if len(by) < 2 or len(by) > 6:
+        return None
+    order = sorted(by, key=lambda lab: (float(np.median(by[lab])), lab))
+    cuts: list[float] = []
+    for lo, hi in itertools.pairwise(order):
+        a = np.sort(np.asarray(by[lo]))
+        b = np.sort(np.asarray(by[hi]))
+        cand = np.unique(np.concatenate([a, b]))
+        mids = (cand[:-1] + cand[1:]) / 2.0 if cand.size > 1 else cand
+        best, best_c = -1.0, float(mids[0])
+        for c in mids:
+            score = float((a < c).sum() + (b >= c).sum())
+            if score > best:
+                best, best_c = score, float(c)
+        cuts.append(best_c)
+    if cuts != sorted(cuts):
+        med = [float(np.median(by[lab])) for lab in order]
+        cuts = [(m1 + m2) / 2.0 for m1, m2 in itertools.pairwise(med)]
+        if cuts != sorted(cuts) or len(set(cuts)) != len(cuts):
+            return None
+    if len(set(cuts)) != len(cuts):
+        return None
+    return ReadingRule("label", key, tuple(round(c, 10) for c in cuts), tuple(order))
+
+
+def _fit_nearest(rows: Sequence[Row], key: str) -> ReadingRule | None:
+    xs, ys = [], []
+    for r in rows:
+        if not r.values or key not in r.values:
+            continue
+        g = option_number(r.options[r.gold])
+        if g is None:
+            continue
+        xs.append(r.values[key])
+        ys.append(g)
+    if len(xs) < 3:
+        return None
+    x = np.asarray(xs)
+    y = np.asarray(ys)
+    cands = [(1.0, 0.0)]
+    if np.ptp(x) > 0:
+        a, b = np.polyfit(x, y, 1)
+        if math.isfinite(a) and math.isfinite(b):
+            cands.append((float(a), float(b)))
+    denom = float((x * x).sum())
+    if denom > 0:
+        cands.append((float((x * y).sum() / denom), 0.0))
+    best: ReadingRule | None = None
+    best_acc = -1.0
+    for a, b in cands:
+        rule = ReadingRule(
+            "nearest_number", key, scale=round(a, 10), offset=round(b, 10), margin=0.02
+        )
+        acc = _acc(rule, rows)
+        if acc > best_acc + 1e-12:
+            best, best_acc = rule, acc
+    return best
+
+
+def _fit_extremum(rows: Sequence[Row], key: str) -> ReadingRule | None:
+    best: ReadingRule | None = None
+    best_acc = -1.0
+    for mode in ("min", "max"):
+        rule = ReadingRule("extremum", prefix=f"{key}_", mode=mode, margin=0.02)
+        acc = _acc(rule, rows)
+        if acc > best_acc + 1e-12:
+            best, best_acc = rule, acc
+    return best
+
+
+def fit_rule(kind: str, rows: Sequence[Row], key: str) -> ReadingRule | None:
+    """Fit a rule of ``kind`` reading ``key`` (for ``extremum``: the base key) on ``rows``."""
+    if kind == "label":
+        return _fit_label(rows, key)
+    if kind == "nearest_number":
+        return _fit_nearest(rows, key)
+    if kind == "extremum":
+        return _fit_extremum(rows, key)
+    raise ValueError(f"unknown rule kind {kind!r}")
+
+
+def _fold(qid: str, k: int) -> int:
+    return int(hashlib.sha256(qid.encode()).hexdigest()[:8], 16) % k
+
+
+def cross_validate(kind: str, rows: Sequence[Row], key: str, k: int = 5) -> float:
+    """Grouped k-fold accuracy of fitting a rule on k-1 folds and reading the held-out fold."""
+    if len(rows) < 2:
+        return 0.0
+    k = min(k, len(rows))
+    folds = [_fold(r.qid, k) for r in rows]
+    hits = 0
+    for f in range(k):
+        train = [r for r, g in zip(rows, folds, strict=True) if g != f]
+        test = [r for r, g in zip(rows, folds, strict=True) if g == f]
+        if not test:
+            continue
+        rule = fit_rule(kind, train, key)
+        if rule is None:
+            continue
+        hits += sum(
+            int(apply_rule(rule, r.values, r.options, r.candidates).option == r.gold) for r in test
+        )
+    return hits / len(rows)
+
+
+def train_accuracy(rule: ReadingRule, rows: Sequence[Row]) -> float:
+    """Accuracy of a fitted rule on its own rows."""
+    return _acc(rule, rows)

@@ -1,0 +1,125 @@
+"""The builtin synthesizer: real tool source from primitive templates, varied across attempts.
+
+Attempt ``i`` takes the ``i``-th not-yet-tried measurement of the group's ranked plan (or the two-feature
+calibration request first, when the planner made one), writes the source with
+:func:`~tsevo.roles.builtin.measure.spec_source`, and attaches guidance: text for an LLM reviewer and
+the planner's fitted reading rule for the builtin reviewer. The source goes through the same gate,
+checks and sandbox as any LLM-written tool. A repair for a contract violation drops the violating part
+(e.g. a refused calibration falls back to the single best measurement).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tsevo.library.library import slug
+from tsevo.library.tool import Contract, Guidance, Provenance, ReadingRule, Tool
+
+from ..protocols import AttemptFeedback, Example, WorkGroup
+from .measure import Spec, spec_source
+
+__all__ = ["TemplateSynthesizer"]
+
+
+def _candidates(group: WorkGroup) -> list[dict[str, Any]]:
+    """Ranked measurements of all cards of the group, best first, deduplicated."""
+    seen: set[str] = set()
+    out: list[dict[str, Any]] = []
+    rows = [r for c in group.cards for r in c.plan.get("ranked", [])]
+    rows.sort(key=lambda r: (-float(r["cv_acc"]), -float(r["train_acc"]), r["measurement"]))
+    for r in rows:
+        if r["measurement"] not in seen:
+            seen.add(r["measurement"])
+            out.append(r)
+    return out
+
+
+class TemplateSynthesizer:
+    """Deterministic template synthesis from the planner's measured plan."""
+
+    name = "builtin-template-synthesizer"
+
+    def _draft(
+        self, group: WorkGroup, attempt: int, m: dict[str, Any], combo: dict[str, Any] | None
+    ) -> Tool:
+        rule = ReadingRule.from_dict(m["rule"])
+        if combo is not None:
+            feats = [(Spec.from_dict(f["spec"]), f["key"]) for f in combo["features"]]
+            specs: list[tuple[Spec, list[str]]] = []
+            for s, k in feats:
+                for existing in specs:
+                    if existing[0] == s:
+                        existing[1].append(k)
+                        break
+                else:
+                    specs.append((s, [k]))
+            outputs = tuple(k for _, k in feats)
+            measurement = " + ".join(s.describe(k) for s, k in feats)
+            calibration = {"kind": "binary_decision_tree_v1", "features": list(outputs)}
+            text = (
+                f"Computes {measurement}; a train-calibrated decision tree maps them to a class "
+                "(output class_id); choose the option naming that class."
+            )
+        else:
+            spec = Spec.from_dict(m["spec"])
+            specs = [(spec, [m["key"]])]
+            measurement = m["measurement"]
+            outputs = (m["key"],) if rule.kind != "extremum" else ()
+            calibration = None
+            text = f"Computes {measurement}. How to read it: {rule.describe()}."
+        fname = "measure_" + slug(measurement, 40)
+        source = spec_source(specs, name=fname, doc=f"Evidence: {measurement}.")
+        contract = Contract(
+            measurement=measurement,
+            signature=group.contract.signature,
+            success_criterion=group.contract.success_criterion,
+            calibration=calibration,
+            params=group.contract.params,
+        )
+        return Tool(
+            id=f"draft.{group.id}.a{attempt}",
+            kind="tool",
+            name=fname,
+            description=f"measures {measurement}",
+            source=source,
+            scope=group.scope,
+            contract=contract,
+            guidance=Guidance(text, rule),
+            outputs=outputs,
+            provenance=Provenance(
+                bucket=",".join(group.bucket_ids), attempt=attempt, action="create"
+            ),
+        )
+
+    def synthesize(
+        self,
+        group: WorkGroup,
+        attempt: int,
+        history: Sequence[AttemptFeedback],
+        examples: Sequence[Example],
+    ) -> Tool | None:
+        """Draft attempt ``attempt``: the next untried measurement (calibrated combo first when requested)."""
+        tried = {h.measurement for h in history}
+        combo = next((c.plan.get("combo") for c in group.cards if c.plan.get("combo")), None)
+        ranked = _candidates(group)
+        if not ranked:
+            return None
+        if combo is not None:
+            d = self._draft(group, attempt, ranked[0], combo)
+            if d.contract.measurement not in tried:
+                return d
+        for m in ranked:
+            if m["measurement"] not in tried:
+                return self._draft(group, attempt, m, None)
+        return None
+
+    def repair(
+        self, group: WorkGroup, draft: Tool, violation: str, examples: Sequence[Example]
+    ) -> Tool | None:
+        """Repair one violation: a refused calibration falls back to the best single measurement."""
+        if draft.contract.calibration is not None:
+            ranked = _candidates(group)
+            if ranked:
+                return self._draft(group, draft.provenance.attempt, ranked[0], None)
+        return None
