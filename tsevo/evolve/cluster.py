@@ -10,8 +10,8 @@ Errors on which a tool fired (``tool_fired``: a defective or misused tool) and e
   must cover exactly the batch's ids with known category ids or ``None``); an invalid reply is
   retried at most ``assign_retries`` times; at most ``assign_passes`` passes over what remains.
 
-Buckets larger than ``resplit_above`` are split once (define with two categories on the bucket,
-then assign), unassigned errors and buckets smaller than ``min_bucket`` are dropped and reported.
+Buckets larger than ``resplit_above`` are split once (define on the bucket's members with
+``ceil(size / resplit_part)`` categories, at most ``max_categories``, then assign; not recursive), unassigned errors and buckets smaller than ``min_bucket`` are dropped and reported.
 A define step that still fails after its retries raises :class:`ClusteringError`: the round is
 then measurement-invalid (a rollback, not a verdict).
 """
@@ -19,6 +19,7 @@ then measurement-invalid (a rollback, not a verdict).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -149,6 +150,11 @@ def error_item(q: Question, rec: AnswerRecord) -> ErrorItem:
     )
 
 
+def _suffix(j: int) -> str:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return letters[j] if j < 26 else f"p{j}"
+
+
 def _order(seed: int, qid: str) -> str:
     return hashlib.sha256(f"{seed}\x00{qid}".encode()).hexdigest()
 
@@ -276,7 +282,8 @@ def cluster_errors(
             if len(mem) > cfg.resplit_above and cfg.resplit_times > 0:
                 sub_items = [item_by_id[q] for q in mem]
                 try:
-                    sub_cats = _define(triage, sub_items, 2, cfg, res, bid)
+                    parts = min(cfg.max_categories, max(2, math.ceil(len(mem) / cfg.resplit_part)))
+                    sub_cats = _define(triage, sub_items, parts, cfg, res, bid)
                     sub_placed = _assign(triage, sub_cats, sub_items, cfg, res, side)
                 except ClusteringError:
                     sub_cats, sub_placed = [], {}
@@ -285,7 +292,7 @@ def cluster_errors(
                     groups = []
                     for j, sc in enumerate(sub_cats):
                         sm = [q for q in mem if sub_placed.get(q) == sc.id]
-                        groups.append((f"{bid}.{'abcdefgh'[j]}", sc, sm, bid))
+                        groups.append((f"{bid}.{_suffix(j)}", sc, sm, bid))
                     res.unassigned.extend(q for q in mem if q not in sub_placed)
             for gid, cat, mem2, parent in groups:
                 if len(mem2) < cfg.min_bucket:

@@ -105,6 +105,13 @@ class ProtocolConfig:
         64, "A bucket with more members than this is split (once, see resplit_times).", lo=1
     )
     resplit_times: int = _knob(1, "How many times an oversized bucket may be split.", lo=0)
+    resplit_part: int = _knob(
+        32,
+        "Decided gap (the paper does not say into how many parts): an oversized bucket is split once "
+        "into ceil(members / resplit_part) parts, at most max_categories, by re-running define on it.",
+        lo=2,
+        gap=True,
+    )
     min_bucket: int = _knob(
         2, "Buckets with fewer members than this are dropped (with unassigned errors).", lo=1
     )

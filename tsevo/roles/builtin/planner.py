@@ -29,7 +29,7 @@ from tsevo.library.tool import Contract, Matcher, Scope, options_kind, question_
 
 from ..protocols import ContractCard, Dossier, Example
 from .measure import Spec, SpecCache
-from .rules import Row, cross_validate, fit_rule, train_accuracy
+from .rules import Row, cross_validate, fit_rule, train_accuracy, tune_margin
 
 if TYPE_CHECKING:
     from tsevo.data import Question
@@ -210,6 +210,11 @@ class MeasurementPlanner:
     ) -> tuple[str, str, list[RankedMeasurement]]:
         """Rank measurements on the examples; returns (option kind, arity, ranking)."""
         qs = [e.question for e in examples if e.question.gold is not None]
+        current = {
+            e.question.id: e.record.final_answer
+            for e in examples
+            if getattr(e.record, "final_answer", None) is not None
+        }
         if len(qs) < 3:
             return "label", "single", []
         okind, arity = _rows_kind(qs)
@@ -230,7 +235,7 @@ class MeasurementPlanner:
             else:
                 keys = sorted({k for v in present for k in v})
             rows = [
-                Row(q.id, v, q.options, q.candidates, q.gold or 0)
+                Row(q.id, v, q.options, q.candidates, q.gold or 0, current.get(q.id))
                 for q, v in zip(qs, vals, strict=True)
             ]
             for key in keys:
@@ -240,10 +245,13 @@ class MeasurementPlanner:
                     col = [v[key] for v in present if key in v]
                     if len(col) < 3 or float(np.ptp(col)) == 0.0:
                         continue
-                rule = fit_rule(rule_kind, rows, key)
-                if rule is None:
+                try:
+                    rule = fit_rule(rule_kind, rows, key)
+                    if rule is None:
+                        continue
+                    acc = train_accuracy(rule, rows)
+                except (ValueError, ArithmeticError, np.linalg.LinAlgError):
                     continue
-                acc = train_accuracy(rule, rows)
                 cover = len(present) / len(qs)
                 screened.append(
                     (acc, cover, len(spec.params), spec.describe(key), spec, key, rule, rows)
@@ -251,11 +259,13 @@ class MeasurementPlanner:
         screened.sort(key=lambda s: (-s[0], -s[1], s[2], s[3]))
         ranked: list[RankedMeasurement] = []
         for acc, cover, _, _, spec, key, rule, rows in screened[: self.top_k]:
-            cv = cross_validate(rule_kind, rows, key)
+            try:
+                cv = cross_validate(rule_kind, rows, key)
+            except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+                continue
             conf = round(min(0.99, max(0.05, cv)), 4)
-            ranked.append(
-                RankedMeasurement(spec, key, _replace(rule, confidence=conf), cv, acc, cover)
-            )
+            tuned = tune_margin(_replace(rule, confidence=conf), rows)
+            ranked.append(RankedMeasurement(spec, key, tuned, cv, acc, cover))
         ranked.sort(
             key=lambda r: (-r.cv_acc, -r.train_acc, len(r.spec.params), r.spec.describe(r.key))
         )
@@ -377,7 +387,7 @@ class MeasurementPlanner:
             plan={
                 "focus": {
                     "task": focus_key[0],
-                    "options": list(focus_key[1]),
+                    "kind": focus_key[1],
                     "support": len(support_focus),
                     "of_support": len(dossier.support),
                 },

@@ -26,7 +26,15 @@ import numpy as np
 from tsevo.library.reading import apply_rule, option_number
 from tsevo.library.tool import ReadingRule
 
-__all__ = ["Row", "cross_validate", "fit_rule", "norm_label", "train_accuracy"]
+__all__ = [
+    "Row",
+    "cross_validate",
+    "fit_rule",
+    "net_gain",
+    "norm_label",
+    "train_accuracy",
+    "tune_margin",
+]
 
 _TOK = re.compile(r"[a-z0-9_]+")
 
@@ -46,6 +54,7 @@ class Row:
         options: Option texts.
         candidates: Candidate series names.
         gold: Gold option index.
+        current: The current library's answer to it (``None`` when unknown).
     """
 
     qid: str
@@ -53,6 +62,7 @@ class Row:
     options: tuple[str, ...]
     candidates: tuple[str, ...]
     gold: int
+    current: int | None = None
 
 
 def _acc(rule: ReadingRule, rows: Sequence[Row]) -> float:
@@ -183,3 +193,44 @@ def cross_validate(kind: str, rows: Sequence[Row], key: str, k: int = 5) -> floa
 def train_accuracy(rule: ReadingRule, rows: Sequence[Row]) -> float:
     """Accuracy of a fitted rule on its own rows."""
     return _acc(rule, rows)
+
+
+def net_gain(rule: ReadingRule, rows: Sequence[Row]) -> int:
+    """Answers fixed minus answers broken if the rule's readings replaced the current answers."""
+    net = 0
+    for r in rows:
+        if r.current is None:
+            continue
+        opt = apply_rule(rule, r.values, r.options, r.candidates).option
+        if opt is None or opt == r.current:
+            continue
+        net += int(opt == r.gold) - int(r.current == r.gold)
+    return net
+
+
+def tune_margin(rule: ReadingRule, rows: Sequence[Row]) -> ReadingRule:
+    """Widen the rule's abstain band where that avoids breaking answers the current library gets right.
+
+    Candidate margins are scaled to the rule kind (cut-point bands in units of the values' spread for
+    ``label``; relative gaps for ``nearest_number`` and ``extremum``). The smallest margin with the
+    largest net gain on the rows wins.
+    """
+    from dataclasses import replace
+
+    if rule.kind == "label":
+        vals = [r.values[rule.key] for r in rows if r.values and rule.key in r.values]
+        if len(vals) < 4:
+            return rule
+        q75, q25 = np.percentile(vals, [75, 25])
+        spread = float(q75 - q25) or float(np.std(vals)) or 1.0
+        grid = [0.0, 0.05, 0.1, 0.2, 0.35, 0.5]
+        cands = [round(g * spread, 10) for g in grid]
+    else:
+        cands = [0.02, 0.05, 0.1, 0.2, 0.3]
+    best, best_net = rule, None
+    for m in cands:
+        trial = replace(rule, margin=m)
+        net = net_gain(trial, rows)
+        if best_net is None or net > best_net:
+            best, best_net = trial, net
+    return best

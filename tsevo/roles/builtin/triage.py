@@ -109,14 +109,15 @@ class ClusterTriage:
 
     Args:
         seed: Seed of k-means.
-        min_silhouette_gain: Prefer fewer categories unless more raise the silhouette by this much.
+        tolerance: The finest k whose silhouette is within this of the best k is chosen (finer
+            buckets give planners more coherent rows).
     """
 
     name = "builtin-cluster-triage"
 
-    def __init__(self, seed: int = 0, min_silhouette_gain: float = 0.02) -> None:
+    def __init__(self, seed: int = 0, tolerance: float = 0.02) -> None:
         self.seed = seed
-        self.min_silhouette_gain = min_silhouette_gain
+        self.tolerance = tolerance
 
     def define(self, errors: Sequence[ErrorItem], max_categories: int) -> list[Category]:
         """Return at most ``max_categories`` labelled categories for a sample of errors."""
@@ -133,16 +134,20 @@ class ClusterTriage:
         n = X.shape[0]
         distinct = len({tuple(sorted(d)) for d in docs})
         kmax = max(1, min(max_categories, n // 2, distinct))
-        best_k, best_labels, best_score = 1, np.zeros(n, dtype=int), -1.0
-        if kmax >= 2:
-            for k in range(2, kmax + 1):
-                km = KMeans(n_clusters=k, n_init=10, random_state=self.seed)
-                labels = km.fit_predict(X)
-                if len(set(labels)) < 2:
-                    continue
-                score = float(silhouette_score(X, labels, metric="cosine"))
-                if score > best_score + (self.min_silhouette_gain if best_k > 1 else 0.0):
-                    best_k, best_labels, best_score = k, labels, score
+        best_labels = np.zeros(n, dtype=int)
+        scored: list[tuple[int, float, np.ndarray]] = []
+        for k in range(2, kmax + 1):
+            km = KMeans(n_clusters=k, n_init=10, random_state=self.seed)
+            labels = km.fit_predict(X)
+            if len(set(labels)) < 2:
+                continue
+            scored.append((k, float(silhouette_score(X, labels, metric="cosine")), labels))
+        if scored:
+            best_sil = max(sc for _, sc, _ in scored)
+            # the finest clustering whose silhouette is within tolerance of the best one
+            _, _, best_labels = max(
+                (x for x in scored if x[1] >= best_sil - self.tolerance), key=lambda x: x[0]
+            )
         # order categories by size (desc) then first member, so ids are stable
         order = sorted(
             set(best_labels.tolist()),
