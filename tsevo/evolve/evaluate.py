@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["Evaluator", "TestSplitLeak", "outcomes"]
 
 
-class TestSplitLeak(RuntimeError):  # noqa: N818 - the name says what happened
+class TestSplitLeak(RuntimeError):
     """A decision path asked for a test-split question."""
 
 

@@ -114,6 +114,7 @@ class RoundResult:
     candidate: Library | None = None
     funnel: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    arms: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (``round.json``)."""
@@ -127,6 +128,7 @@ class RoundResult:
             "deployed": list(self.deployed),
             "library_fingerprint": self.library.fingerprint(),
             "funnel": self.funnel,
+            "arms": self.arms,
         }
 
 
@@ -216,6 +218,12 @@ def run_round(
     # 1. base pass ------------------------------------------------------------------------------
     t0 = time.perf_counter()
     base = evaluator.answer("train", library, list(train))
+    arms = {"train_base": evaluator.arm_name("train", library)}
+
+    def done(res: RoundResult) -> RoundResult:
+        res.arms = dict(arms)
+        return _finish(steps, res)
+
     if store is not None and not steps.done("base_pass"):
         store.write_parquet(steps.rel("base_pass.parquet"), records_frame(base))
     errors = [q.id for q in train if base[q.id].completed and base[q.id].correct is False]
@@ -236,9 +244,7 @@ def run_round(
         clustering = cluster_errors([error_item(tq[q], base[q]) for q in errors], roles.triage, cfg)
     except ClusteringError as exc:
         steps.json("clustering_error.json", {"error": str(exc)})
-        return _finish(
-            steps, RoundResult(r, "invalid", f"clustering failed: {exc}", library, funnel=funnel)
-        )
+        return done(RoundResult(r, "invalid", f"clustering failed: {exc}", library, funnel=funnel))
     steps.json("buckets.json", clustering.to_dict())
     steps.mark("cluster", t0, buckets=len(clustering.buckets))
     funnel["buckets"] = len(clustering.buckets)
@@ -318,8 +324,7 @@ def run_round(
         f"round {r}: {funnel['attempts']} attempts, {len(survivors)} candidates survive the prefilter"
     )
     if not survivors:
-        return _finish(
-            steps,
+        return done(
             RoundResult(
                 r, "rejected", "no candidate survived the prefilter", library, funnel=funnel
             ),
@@ -332,6 +337,8 @@ def run_round(
     base_val = evaluator.answer("val", library, val_qs)
     cand_val = evaluator.answer("val", candidate, val_qs)
     gate = _gate(base_val, cand_val, cfg)
+    arms["val_base"] = evaluator.arm_name("val", library)
+    arms["val_candidate"] = evaluator.arm_name("val", candidate)
     steps.json("gate.json", gate.to_dict())
     if store is not None:
         store.write_parquet(steps.rel("val_paired.parquet"), _paired_frame(base_val, cand_val))
@@ -341,8 +348,7 @@ def run_round(
         f"round {r}: gate {gate.path} (h={gate.h}, m={gate.m}, n={gate.n}, delta={gate.delta:+.4f}, lb={gate.delta_lb})"
     )
     if gate.invalid:
-        return _finish(
-            steps,
+        return done(
             RoundResult(
                 r,
                 "invalid",
@@ -388,8 +394,7 @@ def run_round(
             log(f"round {r}: prune removed {list(plan.removed)}; retest {retest.path}")
         else:
             log(f"round {r}: rejected ({prune_rec.outcome})")
-            return _finish(
-                steps,
+            return done(
                 RoundResult(
                     r,
                     "rejected",
@@ -435,7 +440,7 @@ def run_round(
     if store is not None:
         accepted_lib.save(store.path(f"rounds/r{r}/library"))
     log(f"round {r}: accepted {len(deployed)} artifact(s) via {final.path}")
-    return _finish(steps, res)
+    return done(res)
 
 
 def _dependents(tools: Sequence[Tool]) -> dict[str, set[str]]:
@@ -530,4 +535,5 @@ def _read_round(steps: _Steps, library: Library) -> RoundResult:
         cand,
         dict(d.get("funnel", {})),
         timings,
+        dict(d.get("arms", {})),
     )

@@ -90,6 +90,10 @@ def report_test(
         "round": r,
         "status": result.status,
         "report_only": True,
+        "arms": {
+            "before": evaluator.arm_name("test", before),
+            "after": evaluator.arm_name("test", result.library),
+        },
         "tasks": _task_table(b, a),
         "counts": paired_counts(outcomes(b), outcomes(a)).to_dict(),
     }
@@ -112,6 +116,7 @@ def report_test(
     )
     if result.status != "accepted" and cfg.test_rejected_candidate and result.candidate is not None:
         d = evaluator.answer("test", result.candidate, qs)
+        out["arms"]["diagnostic"] = evaluator.arm_name("test", result.candidate)
         out["diagnostic"] = {
             "note": "best rejected candidate, measured once for reporting; used in no decision",
             "tasks": _task_table(b, d),

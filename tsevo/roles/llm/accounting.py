@@ -140,7 +140,9 @@ class Accounting:
             s.requests += 1
             s.cache_hits += 1
 
-    def record_error(self, role: str, stage: str, *, latency_s: float = 0.0, retries: int = 0) -> None:
+    def record_error(
+        self, role: str, stage: str, *, latency_s: float = 0.0, retries: int = 0
+    ) -> None:
         """Count one request that failed for good."""
         with self._lock:
             s = self._get(role, stage)
@@ -210,7 +212,12 @@ class Accounting:
         import pandas as pd
 
         rows = [
-            {"role": r, "stage": st, **asdict(s), "total_tokens": s.prompt_tokens + s.completion_tokens}
+            {
+                "role": r,
+                "stage": st,
+                **asdict(s),
+                "total_tokens": s.prompt_tokens + s.completion_tokens,
+            }
             for r, st, s in self
         ]
         return pd.DataFrame(rows, columns=list(COLUMNS))

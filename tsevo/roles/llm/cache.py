@@ -40,7 +40,9 @@ MEMORY = ":memory:"
 
 def canonical_json(obj: Any) -> str:
     """Canonical JSON: sorted keys, compact separators, UTF-8 kept, NaN refused."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 def request_key(request: Mapping[str, Any]) -> str:

@@ -111,7 +111,9 @@ class BudgetLimits:
         for f in fields(self):
             v = getattr(self, f.name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v < 0):
-                raise ValueError(f"budget.{f.name} must be a non-negative number or None, got {v!r}")
+                raise ValueError(
+                    f"budget.{f.name} must be a non-negative number or None, got {v!r}"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict."""
@@ -205,7 +207,9 @@ class LLMConfig:
             object.__setattr__(self, "budget", BudgetLimits(**dict(self.budget)))
         if isinstance(self.cache_path, Path):
             object.__setattr__(self, "cache_path", str(self.cache_path))
-        if not isinstance(self.base_url, str) or not self.base_url.startswith(("http://", "https://")):
+        if not isinstance(self.base_url, str) or not self.base_url.startswith(
+            ("http://", "https://")
+        ):
             raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
         if not isinstance(self.model, str):
             raise ValueError(f"model must be a string, got {type(self.model).__name__}")
@@ -403,7 +407,10 @@ class RoleConfigs:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict (for the run's config.json; never a credential)."""
-        return {"default": self.default.to_dict(), "overrides": {r: dict(v) for r, v in self.overrides.items()}}
+        return {
+            "default": self.default.to_dict(),
+            "overrides": {r: dict(v) for r, v in self.overrides.items()},
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RoleConfigs:

@@ -48,8 +48,31 @@ class JsonReplyError(ValueError):
     """A reply that is not one complete JSON object."""
 
 
+def _unclosed(s: str, start: int) -> bool:
+    """True when the text from ``start`` ends inside a string or with an open bracket."""
+    depth = 0
+    in_str = esc = False
+    for c in s[start:]:
+        if in_str:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return False
+    return in_str or depth > 0
+
+
 def extract_json(text: str, *, finish_reason: str | None = None) -> dict[str, Any]:
-    """Parse the JSON object in a reply.
+    r"""Parse the JSON object in a reply.
 
     Tolerates code fences and prose around the object. Rejects an empty reply, truncated JSON
     (the object never closes, or the server said the reply was cut off at ``max_tokens``),
@@ -66,7 +89,7 @@ def extract_json(text: str, *, finish_reason: str | None = None) -> dict[str, An
         JsonReplyError: Why the reply is unusable, in words a model can act on.
 
     Example:
-        >>> extract_json('Sure:\\n```json\\n{"answer": "B"}\\n```')
+        >>> extract_json('Sure:\n```json\n{"answer": "B"}\n```')
         {'answer': 'B'}
     """
     s = text.strip()
@@ -84,7 +107,7 @@ def extract_json(text: str, *, finish_reason: str | None = None) -> dict[str, An
         obj, _end = json.JSONDecoder().raw_decode(s, start)
     except json.JSONDecodeError as e:
         cut = finish_reason == "length"
-        if cut or e.pos >= len(s.rstrip()) - 1:
+        if cut or _unclosed(s, start):
             why = "it was cut off at the token limit" if cut else "it ends before the object closes"
             raise JsonReplyError(
                 f"the JSON object is truncated ({why}); reply with a shorter, complete object"
@@ -285,7 +308,7 @@ def json_call(
     msgs = base
     attempts: list[JsonAttempt] = []
     feedback = load_prompt("retry_feedback")
-    for _ in range(retries + 1):
+    for i in range(retries + 1):
         reply = client.chat(role, stage, msgs, schema=schema, **params)
         parsed, error = _check(reply.text, reply.finish_reason, model_cls, validate)
         attempts.append(
@@ -299,6 +322,9 @@ def json_call(
         msgs = [
             *base,
             {"role": "assistant", "content": reply.text},
-            {"role": "user", "content": feedback.render(error=err)},
+            {
+                "role": "user",
+                "content": feedback.render(error=err, attempt=i + 2, max_attempts=retries + 1),
+            },
         ]
     raise InvalidReply(role, stage, attempts)

@@ -116,7 +116,10 @@ def render_series(
     label = f'series "{name}"' + (f" ({role})" if role else "")
     if n == 0:
         return f"{label}: n=0 (empty)"
-    f = lambda v: format_number(float(v), sig)  # noqa: E731
+
+    def f(v: Any) -> str:
+        return format_number(float(v), sig)
+
     finite = arr[np.isfinite(arr)]
     if finite.size:
         stats = (

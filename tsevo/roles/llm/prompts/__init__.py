@@ -8,8 +8,8 @@ sign as ``$$``.
 Example:
     >>> t = load_prompt("retry_feedback")
     >>> sorted(t.slots)
-    ['error']
-    >>> t.render(error="missing field 'answer'").splitlines()[0]
+    ['attempt', 'error', 'max_attempts']
+    >>> t.render(error="missing field 'answer'", attempt=2, max_attempts=3).splitlines()[0]
     "Your previous reply could not be used: missing field 'answer'"
 """
 
@@ -78,9 +78,7 @@ class PromptTemplate:
 def available_prompts() -> list[str]:
     """Names of the shipped prompt assets."""
     root = resources.files(__name__)
-    return sorted(
-        p.name.rsplit(".", 1)[0] for p in root.iterdir() if p.name.endswith(_SUFFIXES)
-    )
+    return sorted(p.name.rsplit(".", 1)[0] for p in root.iterdir() if p.name.endswith(_SUFFIXES))
 
 
 @functools.lru_cache(maxsize=128)
