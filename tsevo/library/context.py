@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ToolInput", "extract_numbers", "mentions"]
 
-_NUM = re.compile(r"(?<![A-Za-z0-9_])(?<!\d\.)(?:(?<![0-9])[-+])?(?:\d+\.\d+|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_NUM = re.compile(
+    r"(?<![A-Za-z0-9_])(?<!\d\.)(?:(?<![0-9])[-+])?(?:\d+\.\d+|\.\d+|\d+)(?:[eE][-+]?\d+)?"
+)
 _WORD = re.compile(r"[a-z0-9_]+")
 
 
