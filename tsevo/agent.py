@@ -94,7 +94,8 @@ class StageStep:
         reason: Review reason.
         answer_in: Incoming answer.
         answer_out: Outgoing answer.
-        responsible: Tools whose evidence drove a replace/keep decision.
+        responsible: Tools whose evidence drove a replace/keep decision, plus the artifacts that
+            amended them (usage guidance, scope overrides).
     """
 
     stage: int
@@ -496,6 +497,14 @@ class Agent:
                 decision = "no_decision"
             if self.mode == "overwrite" and decision == "keep" and review.option is not None:
                 answer = review.option
+            # artifacts that amended a responsible tool (refine guidance, rescope) share the credit
+            amend = {st.tool.id: st.amended_by for st in row}
+            responsible = tuple(review.responsible) + tuple(
+                a
+                for t in review.responsible
+                for a in amend.get(t, ())
+                if a not in review.responsible
+            )
             steps.append(
                 StageStep(
                     k,
@@ -505,7 +514,7 @@ class Agent:
                     review.reason,
                     incoming,
                     answer,
-                    tuple(review.responsible),
+                    responsible,
                 )
             )
         correct = None if q.gold is None else answer == q.gold

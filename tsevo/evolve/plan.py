@@ -92,6 +92,7 @@ def build_dossier(
     exclude: set[str],
     catalog: str = "",
     library_tools: Sequence[str] = (),
+    library: Any = None,
 ) -> Dossier:
     """The planner's view of a bucket: support rows and similar background train rows.
 
@@ -104,6 +105,7 @@ def build_dossier(
         exclude: Ids never shown (every bucket's held-out rows).
         catalog: Current library's scope catalog text.
         library_tools: Current library's tool ids.
+        library: The current library (artifacts only).
     """
     support = tuple(Example(train[q], records[q]) for q in split.support)
     tasks = {train[q].task for q in split.support}
@@ -133,6 +135,7 @@ def build_dossier(
         background=background,
         catalog=catalog,
         library_tools=tuple(library_tools),
+        library=library,
     )
 
 

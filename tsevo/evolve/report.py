@@ -61,6 +61,8 @@ def run_summary(run: str | Path | RunStore) -> dict[str, Any]:
                     }
                 )
         gate = d.get("final_gate") or d.get("gate")
+        llm_rel = f"rounds/r{r}/llm_accounting.json"
+        llm = store.read_json(llm_rel)["accounting"] if store.exists(llm_rel) else None
         rounds.append(
             {
                 "round": r,
@@ -73,6 +75,7 @@ def run_summary(run: str | Path | RunStore) -> dict[str, Any]:
                 "deployed": deployed,
                 "test": test,
                 "timings": timings,
+                "llm": llm,
             }
         )
         r += 1
@@ -82,12 +85,17 @@ def run_summary(run: str | Path | RunStore) -> dict[str, Any]:
 
         lib = Library.load(store.path("library"))
         library = lib.summary()
+    llm_total = None
+    if store.exists("llm/accounting.json"):
+        acc = store.read_json("llm/accounting.json")
+        llm_total = {"total": acc.get("total", {}), "sessions": len(acc.get("sessions", []))}
     return {
         "run": str(store.root),
         "config": store.config,
         "manifest": store.manifest,
         "rounds": rounds,
         "library": library,
+        "llm": llm_total,
     }
 
 
@@ -153,8 +161,25 @@ def summary_text(summary: dict[str, Any]) -> str:
                     f"  diagnostic (rejected candidate, used in no decision): delta {100 * allrow['delta']:+.1f} "
                     f"(helped {allrow['helped']}, harmed {allrow['harmed']})"
                 )
+        if rd.get("llm"):
+            lines.append(
+                "LLM accounting (per role: calls, cache hits, tokens, retries, invalid replies):"
+            )
+            lines += ["  " + x for x in _llm_lines(rd["llm"])]
         if rd["timings"]:
             lines.append(
                 "timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in rd["timings"].items())
             )
+    llm = summary.get("llm")
+    if llm and llm.get("total"):
+        lines.append("")
+        lines.append(f"LLM accounting, whole run ({llm['sessions']} session(s)):")
+        lines += ["  " + x for x in _llm_lines(llm["total"])]
     return "\n".join(lines)
+
+
+def _llm_lines(acc: dict[str, Any]) -> list[str]:
+    """One line per role of an LLM accounting dict (``{role: {stage: counters}}``)."""
+    from tsevo.roles.llm.accounting import Accounting
+
+    return Accounting.from_dict(acc).summary().splitlines()

@@ -262,7 +262,15 @@ def run_round(
     tool_ids = [t.id for t in library.all_artifacts()]
     dossiers = {
         b.id: build_dossier(
-            b, splits[b.id], tq, base, cfg, exclude=exclude, catalog=catalog, library_tools=tool_ids
+            b,
+            splits[b.id],
+            tq,
+            base,
+            cfg,
+            exclude=exclude,
+            catalog=catalog,
+            library_tools=tool_ids,
+            library=library,
         )
         for b in clustering.buckets
     }
@@ -367,11 +375,7 @@ def run_round(
         attr = attribute(
             outcomes(base_val),
             outcomes(cand_val),
-            [
-                Attribution(q, tuple(sorted(set(rec.replaced_by))))
-                for q, rec in cand_val.items()
-                if rec.replaced_by
-            ],
+            _attributions(survivors, base_val, cand_val),
             updates=[t.id for t in survivors],
         )
         plan = plan_prune(attr.by_update, _dependents(survivors), cfg, already_pruned=False)
@@ -441,6 +445,30 @@ def run_round(
         accepted_lib.save(store.path(f"rounds/r{r}/library"))
     log(f"round {r}: accepted {len(deployed)} artifact(s) via {final.path}")
     return done(res)
+
+
+def _attributions(
+    survivors: Sequence[Tool], base: Mapping[str, AnswerRecord], cand: Mapping[str, AnswerRecord]
+) -> list[Attribution]:
+    """Which of this round's updates were responsible for each candidate answer.
+
+    Tools and usage guidance: credited when they drove a replacement (the trace's ``replaced_by``).
+    Scope overrides and tombstones: credited when the earlier tool they target decided the current
+    library's answer and no longer fires (they help or harm by preventing a fire).
+    """
+    new_ids = {t.id for t in survivors}
+    overrides = [t for t in survivors if t.kind in ("scope_override", "tombstone")]
+    out = []
+    for q, rec in cand.items():
+        resp = set(rec.replaced_by) & new_ids
+        b = base.get(q)
+        if b is not None:
+            for t in overrides:
+                if t.target in b.replaced_by and t.target not in rec.tools_ok:
+                    resp.add(t.id)
+        if resp:
+            out.append(Attribution(q, tuple(sorted(resp))))
+    return out
 
 
 def _dependents(tools: Sequence[Tool]) -> dict[str, set[str]]:

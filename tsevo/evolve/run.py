@@ -138,6 +138,8 @@ def evolve(
     suite_ref: str = "",
     log: Callable[[str], None] = print,
     progress: bool = False,
+    manifest_extra: Mapping[str, Any] | None = None,
+    on_round_end: Callable[[int, RoundResult], None] | None = None,
 ) -> EvolutionResult:
     """Run ``cfg.rounds`` rounds on a split suite; with ``out``, everything is stored and resumable.
 
@@ -150,6 +152,10 @@ def evolve(
         suite_ref: How the suite was specified (recorded in the config).
         log: Line logger.
         progress: Show tqdm progress bars for evaluations.
+        manifest_extra: Extra manifest fields (e.g. the LLM backend's models), written when the
+            run folder is created; they override the derived ``backend`` field.
+        on_round_end: Called as ``on_round_end(r, result)`` after each round (including its
+            report-only test and library write); the LLM backend writes its accounting here.
     """
     from tsevo.library.roots import make_root
     from tsevo.library.sandbox import Sandbox
@@ -176,6 +182,7 @@ def evolve(
             {
                 "roles": roles.names(),
                 "backend": "builtin" if roles.names()["answerer"].startswith("builtin") else "llm",
+                **dict(manifest_extra or {}),
             },
         )
         if not store.exists("suite.parquet"):
@@ -231,6 +238,8 @@ def evolve(
                 if store is not None:
                     lib.save(store.path("library"))
             log(f"round {r}: {res.status} in {time.perf_counter() - t0:.1f} s")
+            if on_round_end is not None:
+                on_round_end(r, res)
         if store is not None and not store.exists("library"):
             lib.save(store.path("library"))
         if store is not None:

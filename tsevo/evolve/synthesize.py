@@ -280,7 +280,7 @@ def prefilter(
     rec.n_held_out, rec.n_probe = len(held_out), len(probe)
     for q in held_out:
         r = recs[q.id]
-        if not base[q.id].correct and r.correct and draft.id in r.replaced_by:
+        if not base[q.id].correct and r.correct and _attributable(draft, base[q.id], r):
             rec.repairs.append(q.id)
     for q in probe:
         if base[q.id].correct and not recs[q.id].correct:
@@ -302,6 +302,17 @@ def prefilter(
     else:
         rec.outcome = "passed"
         rec.passed = True
+
+
+def _attributable(draft: Tool, before: AnswerRecord, after: AnswerRecord) -> bool:
+    """Did this artifact cause the new answer?
+
+    Tools and guidance: it is credited with the replacement. Overrides and tombstones: the earlier
+    tool it targets decided the old answer and no longer fires.
+    """
+    if draft.kind in ("scope_override", "tombstone"):
+        return draft.target in before.replaced_by and draft.target not in after.tools_ok
+    return draft.id in after.replaced_by
 
 
 def _score(a: AttemptRecord) -> tuple[int, int, str]:

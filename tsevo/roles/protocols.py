@@ -193,6 +193,7 @@ class Dossier:
         background: At most ``planner_background`` similar train rows (right or wrong).
         catalog: The current library's scope catalog text.
         library_tools: Ids of the current library's tools.
+        library: The current library object (artifacts with their guidance; no validation data).
     """
 
     bucket_id: str
@@ -203,6 +204,7 @@ class Dossier:
     background: tuple[Example, ...]
     catalog: str = ""
     library_tools: tuple[str, ...] = ()
+    library: Any = None
 
 
 @dataclass(frozen=True)

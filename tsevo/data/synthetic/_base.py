@@ -62,6 +62,7 @@ class Family:
         oracle: ``oracle(question) -> option index``; reads only series, text and options.
         phrasings: Question templates per subtask (at least three each).
         description: One line for summaries.
+        oracle_measurement: What the oracle computes to certify gold (for "planner vs oracle" reports).
     """
 
     name: str
@@ -71,6 +72,7 @@ class Family:
     oracle: OracleFn
     phrasings: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     description: str = ""
+    oracle_measurement: str = ""
 
 
 def family_key(name: str) -> int:

@@ -252,4 +252,5 @@ FAMILY = Family(
     oracle=oracle,
     phrasings=PHRASINGS,
     description="anomaly type (spike/flat-line/noise burst), location third, number of spikes",
+    oracle_measurement="flat run length + local residual spread (type); largest robust residual location (third); peak count",
 )

@@ -222,4 +222,5 @@ FAMILY = Family(
     oracle=oracle,
     phrasings=PHRASINGS,
     description="same distribution or not (KS); which of two series has the higher median",
+    oracle_measurement="Kolmogorov-Smirnov statistic (label); median gap (label)",
 )

@@ -199,4 +199,5 @@ FAMILY = Family(
     oracle=oracle,
     phrasings=PHRASINGS,
     description="will the next h steps average higher or lower than the last m (known continuation)",
+    oracle_measurement="extrapolated line / AR(1) / harmonic fit of the continuation vs the last m values (sign)",
 )

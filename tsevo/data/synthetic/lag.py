@@ -167,4 +167,5 @@ FAMILY = Family(
     oracle=oracle,
     phrasings=PHRASINGS,
     description="lag (steps) by which a named covariate leads the target; leads or lags",
+    oracle_measurement="cross-correlation peak of first differences (nearest number / sign label)",
 )

@@ -186,4 +186,5 @@ FAMILY = Family(
     oracle=oracle,
     phrasings=PHRASINGS,
     description="which named candidate matches the reference pattern / is its upside-down copy",
+    oracle_measurement="correlation of each candidate with the reference (extremum: max for copy, min for flipped)",
 )

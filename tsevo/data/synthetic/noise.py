@@ -190,4 +190,5 @@ FAMILY = Family(
     oracle=oracle,
     phrasings=PHRASINGS,
     description="stationary (AR) vs random walk; noise standard deviation around a smooth signal",
+    oracle_measurement="Dickey-Fuller statistic (label); spread of second differences (nearest number)",
 )

@@ -317,4 +317,5 @@ FAMILY = Family(
     oracle=oracle,
     phrasings=PHRASINGS,
     description="number of level regimes; location third of a shift; type of a stated break",
+    oracle_measurement="segment count (nearest number); split point third (label); break features (label)",
 )

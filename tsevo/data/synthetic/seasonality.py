@@ -191,4 +191,5 @@ FAMILY = Family(
     oracle=oracle,
     phrasings=PHRASINGS,
     description="period of the seasonal cycle (numeric); growing/shrinking/constant amplitude",
+    oracle_measurement="periodogram peak period (nearest number); log spread ratio of first vs last cycles (label)",
 )

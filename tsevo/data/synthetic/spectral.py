@@ -231,4 +231,5 @@ FAMILY = Family(
     oracle=oracle,
     phrasings=PHRASINGS,
     description="dominant EEG-like frequency band at a stated sampling rate; band power ratio",
+    oracle_measurement="Welch band power per stated band at the stated sampling rate (label)",
 )

@@ -156,4 +156,5 @@ FAMILY = Family(
     oracle=oracle,
     phrasings=PHRASINGS,
     description="which transform (diff, cumsum, moving average, reverse, z-score, log) maps A to B",
+    oracle_measurement="residual of B against each transform of A (argmin)",
 )

@@ -238,4 +238,5 @@ FAMILY = Family(
     oracle=oracle,
     phrasings=PHRASINGS,
     description="trend direction in a stated window; accelerating/decelerating/linear shape",
+    oracle_measurement="Theil-Sen slope z in the stated window; slope of first vs second half (label)",
 )

@@ -194,4 +194,5 @@ FAMILY = Family(
     oracle=oracle,
     phrasings=PHRASINGS,
     description="mean level and volatility of two stated windows (higher/lower/same; which)",
+    oracle_measurement="standardized level gap; log ratio of first-difference spread between the stated windows (label)",
 )

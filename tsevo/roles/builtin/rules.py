@@ -124,8 +124,15 @@ def _fit_nearest(rows: Sequence[Row], key: str) -> ReadingRule | None:
     x = np.asarray(xs)
     y = np.asarray(ys)
     cands = [(1.0, 0.0)]
-    if np.ptp(x) > 0:
-        a, b = np.polyfit(x, y, 1)
+    if (
+        np.all(np.isfinite(x))
+        and np.all(np.abs(x) < 1e12)
+        and np.ptp(x) > 1e-12 * (1 + np.abs(x).max())
+    ):
+        with np.errstate(all="ignore"):
+            xc = (x - x.mean()) / np.ptp(x)
+            a0, b0 = np.polyfit(xc, y, 1)
+        a, b = a0 / np.ptp(x), b0 - a0 * x.mean() / np.ptp(x)
         if math.isfinite(a) and math.isfinite(b):
             cands.append((float(a), float(b)))
     denom = float((x * x).sum())

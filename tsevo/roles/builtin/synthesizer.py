@@ -99,8 +99,17 @@ class TemplateSynthesizer:
         history: Sequence[AttemptFeedback],
         examples: Sequence[Example],
     ) -> Tool | None:
-        """Draft attempt ``attempt``: the next untried measurement (calibrated combo first when requested)."""
+        """Draft attempt ``attempt``: the next untried measurement (calibrated combo first when requested).
+
+        Lifecycle cards become their artifact directly: ``usage_guidance`` carries the planner's
+        refitted rule for the target tool, ``scope_override`` its narrowed scope (one attempt each).
+        """
         tried = {h.measurement for h in history}
+        card = group.cards[0]
+        if card.artifact_kind in ("usage_guidance", "scope_override"):
+            if history:
+                return None
+            return self._lifecycle_draft(group, attempt)
         combo = next((c.plan.get("combo") for c in group.cards if c.plan.get("combo")), None)
         ranked = _candidates(group)
         if not ranked:
@@ -113,6 +122,37 @@ class TemplateSynthesizer:
             if m["measurement"] not in tried:
                 return self._draft(group, attempt, m, None)
         return None
+
+    def _lifecycle_draft(self, group: WorkGroup, attempt: int) -> Tool:
+        card = group.cards[0]
+        prov = Provenance(
+            bucket=",".join(group.bucket_ids),
+            attempt=attempt,
+            action=card.action,
+            target=card.target_tool,
+        )
+        if card.artifact_kind == "usage_guidance":
+            rule = ReadingRule.from_dict(card.plan["rule"])
+            return Tool(
+                id=f"draft.{group.id}.a{attempt}",
+                kind="usage_guidance",
+                name="refine_" + slug(card.target_tool, 40),
+                description=f"refined reading of {card.target_tool}",
+                scope=group.scope,
+                contract=card.contract,
+                guidance=Guidance(f"Read {card.target_tool} this way: {rule.describe()}.", rule),
+                provenance=prov,
+            )
+        return Tool(
+            id=f"draft.{group.id}.a{attempt}",
+            kind="scope_override",
+            name="rescope_" + slug(card.target_tool, 40),
+            description=f"narrower scope for {card.target_tool}: {card.focus}",
+            scope=card.scope,
+            contract=card.contract,
+            guidance=Guidance(card.focus),
+            provenance=prov,
+        )
 
     def repair(
         self, group: WorkGroup, draft: Tool, violation: str, examples: Sequence[Example]
