@@ -20,7 +20,7 @@ export JUPYTER_PLATFORM_DIRS := 1
 export IPYTHONDIR := $(CURDIR)/.cache/ipython
 export JUPYTER_RUNTIME_DIR := $(CURDIR)/.cache/jupyter-runtime
 
-.PHONY: setup demo test lint typecheck pytest bench test-live test-browser notebooks clean-venv
+.PHONY: setup demo test lint typecheck pytest nbval bench test-live test-browser notebooks clean-venv
 
 setup: $(STAMP)
 
@@ -43,8 +43,21 @@ pytest: $(STAMP)
 
 test: $(STAMP)
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory lint typecheck pytest || exit $$?; \
+	$(MAKE) --no-print-directory lint typecheck pytest nbval || exit $$?; \
 	echo "make test: all checks passed in $$(( $$(date +%s) - start ))s"
+
+nbval: $(STAMP)
+	$(PY) -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg notebooks/
+	$(VENV)/bin/nbstripout --keep-id notebooks/*.ipynb && git diff --exit-code notebooks/
+
+notebooks: $(STAMP)
+	$(PY) -c "from tsevo.notebook import QuickstartConfig, ensure_run, execute_notebooks; execute_notebooks(ensure_run(QuickstartConfig(run_dir='runs/notebooks')))"
+
+test-browser: $(STAMP)
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium
+	$(PIP) install -q playwright
+	bash .ci/fetch_widget_assets.sh
+	TSEVO_BROWSER=1 TSEVO_SCREENSHOT_DIR=$(CURDIR)/runs/browser $(PY) -m pytest -s -m browser tests/browser
 
 bench: $(STAMP)
 	$(PY) -m tests.bench

@@ -22,4 +22,5 @@ fi
 echo "setup: installing tsevo (editable, dev extras)"
 "${PIP[@]}" install -e ".[dev]"
 "$VENV/bin/python" -m ipykernel install --sys-prefix --name tsevo --display-name "tsevo" >/dev/null
+bash .ci/fetch_widget_assets.sh || echo "setup: widget assets unavailable (npm missing); offline HTML export disabled"
 echo "setup: done in $(( $(date +%s) - start ))s"

@@ -47,6 +47,36 @@ def _load_suite_arg(spec: str, seed: int) -> tuple[object, str]:
     return suite, spec
 
 
+def _llm_configs(args: argparse.Namespace) -> object:
+    """Role configs from the LLM flags (file < environment < flags; the key from the environment)."""
+    from tsevo.roles.llm.config import RoleConfigs
+
+    budget = {
+        k: v
+        for k, v in {
+            "max_calls": args.budget_calls,
+            "max_tokens": args.budget_tokens,
+            "max_wall_s": args.budget_wall_s,
+        }.items()
+        if v is not None
+    }
+    return RoleConfigs.load(
+        args.llm_config,
+        base_url=args.base_url,
+        model=args.model,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        timeout_s=args.timeout,
+        concurrency=args.concurrency,
+        reasoning_effort=args.reasoning_effort,
+        cache_mode=args.cache_mode,
+        cache_path=str(args.cache_path) if getattr(args, "cache_path", None) else None,
+        max_prompt_tokens=args.max_prompt_tokens,
+        json_mode=args.json_mode,
+        budget=budget or None,
+    )
+
+
 def _cmd_evolve(args: argparse.Namespace) -> int:
     from tsevo.evolve.config import ProtocolConfig
     from tsevo.evolve.report import run_summary, summary_text
@@ -59,10 +89,100 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
         if args.config
         else ProtocolConfig(**params)
     )
-    evolve(suite, cfg, out=args.out, suite_ref=ref, progress=not args.quiet)  # type: ignore[arg-type]
+    if args.backend == "llm":
+        from tsevo.roles.llm.backend import evolve_llm
+        from tsevo.roles.llm.roles import LLMRunStopped
+
+        try:
+            evolve_llm(
+                suite,  # type: ignore[arg-type]
+                cfg,
+                _llm_configs(args),  # type: ignore[arg-type]
+                out=args.out,
+                suite_ref=ref,
+                progress=not args.quiet,
+            )
+        except LLMRunStopped as exc:
+            print(f"tsevo: LLM run stopped ({exc.reason}): {exc}", file=sys.stderr)
+            print(f"tsevo: rerun the same command to resume {args.out}", file=sys.stderr)
+            return 3
+    else:
+        evolve(suite, cfg, out=args.out, suite_ref=ref, progress=not args.quiet)  # type: ignore[arg-type]
     print()
     print(summary_text(run_summary(args.out)))
     return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    import json
+
+    from tsevo.library.library import Library
+    from tsevo.roles.llm.backend import eval_library, eval_text
+    from tsevo.roles.llm.roles import LLMRunStopped
+
+    suite, _ref = _load_suite_arg(args.suite, args.seed)
+    library = Library.load(args.library)
+    split = None if args.split == "all" else args.split
+    backend = None
+    if args.backend == "llm":
+        from tsevo.roles.llm.backend import CACHE_FILE, open_backend
+
+        if args.cache_path is None and args.cache_mode != "off":
+            args.cache_path = Path(args.library).resolve().parent / CACHE_FILE
+        backend = open_backend(_llm_configs(args))  # type: ignore[arg-type]
+        answerer, reviewer = backend.roles.answerer, backend.roles.reviewer
+    else:
+        from tsevo.roles.builtin import GlobalSummaryAnswerer, RuleReviewer
+
+        answerer, reviewer = GlobalSummaryAnswerer(), RuleReviewer()
+    try:
+        res = eval_library(suite, library, answerer, reviewer, split=split)  # type: ignore[arg-type]
+    except LLMRunStopped as exc:
+        print(f"tsevo: LLM eval stopped: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        if backend is not None:
+            backend.close()
+    if args.json:
+        print(json.dumps(res, indent=2, sort_keys=True))
+    else:
+        print(eval_text(res))
+        if backend is not None:
+            print("LLM accounting:")
+            print(backend.accounting.summary())
+    return 0
+
+
+def _add_llm_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "LLM backend (--backend llm; also TSEVO_LLM_* variables and a config file; "
+        "the API key only from TSEVO_LLM_API_KEY or OPENAI_API_KEY)"
+    )
+    g.add_argument("--base-url", help="OpenAI-compatible endpoint incl. /v1")
+    g.add_argument("--model", help="model id as the server names it")
+    g.add_argument("--llm-config", type=Path, help="LLM config file (TOML or JSON)")
+    g.add_argument("--temperature", type=float)
+    g.add_argument("--max-tokens", type=int, help="completion tokens per call")
+    g.add_argument("--max-prompt-tokens", type=int, help="estimated prompt-token limit per call")
+    g.add_argument("--timeout", type=float, help="seconds per request")
+    g.add_argument("--concurrency", type=int, help="requests in flight at once")
+    g.add_argument("--reasoning-effort", choices=["low", "medium", "high"])
+    g.add_argument(
+        "--json-mode",
+        choices=["auto", "json_schema", "json_object_schema", "json_object", "prompt"],
+        help="response_format support (auto: detected by probing)",
+    )
+    g.add_argument(
+        "--cache-mode",
+        choices=["read_write", "replay", "off"],
+        help="read_write (default), replay (offline, fails on an unseen request) or off",
+    )
+    g.add_argument(
+        "--cache-path", type=Path, help="response cache file (default: in the run folder)"
+    )
+    g.add_argument("--budget-calls", type=int, help="stop after this many LLM requests")
+    g.add_argument("--budget-tokens", type=int, help="stop after this many tokens")
+    g.add_argument("--budget-wall-s", type=float, help="stop after this many seconds")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -71,6 +191,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from tsevo.evolve.report import run_summary, summary_text
 
     summary = run_summary(args.run)
+    if args.html:
+        from tsevo.widgets.export import export_html
+
+        print(f"wrote {export_html(args.run, args.html)}")
+        return 0
     if args.json:
         print(json.dumps(summary, indent=2, sort_keys=True, default=str))
     else:
@@ -102,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="synthetic[:tiny|default|large|N] or a suite file",
     )
     ev.add_argument("--rounds", type=int, default=1)
-    ev.add_argument("--backend", choices=["builtin"], default="builtin")
+    ev.add_argument("--backend", choices=["builtin", "llm"], default="builtin")
     ev.add_argument("--root", default="empty", help="root library: empty | chronos | expert")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--config", type=Path, help="a saved protocol config (JSON) to start from")
@@ -110,11 +235,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, required=True, help="run folder (rerun the same command to resume)"
     )
     ev.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_llm_flags(ev)
     ev.set_defaults(func=_cmd_evolve)
+
+    evl = sub.add_parser(
+        "eval",
+        help="answer a suite with a library on any backend; paired deltas against the bare agent",
+    )
+    evl.add_argument("--library", type=Path, required=True, help="a library folder")
+    evl.add_argument(
+        "--suite",
+        default="synthetic:default",
+        help="synthetic[:tiny|default|large|N] or a suite file",
+    )
+    evl.add_argument("--split", default="test", choices=["train", "val", "test", "all"])
+    evl.add_argument("--backend", choices=["builtin", "llm"], default="builtin")
+    evl.add_argument("--seed", type=int, default=0)
+    evl.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_llm_flags(evl)
+    evl.set_defaults(func=_cmd_eval)
 
     rep = sub.add_parser("report", help="reprint a run's summary from its store")
     rep.add_argument("run", type=Path)
     rep.add_argument("--json", action="store_true", help="print the summary as JSON")
+    rep.add_argument("--html", type=Path, help="write an offline HTML page with the run's widgets")
     rep.set_defaults(func=_cmd_report)
 
     data = sub.add_parser("data", help="make or convert question suites")

@@ -1,6 +1,34 @@
 """Inspectors for tsevo runs, imported as ``tsevo.widgets``.
 
-Widgets are built only from the tidy frames in :mod:`tsevo.analysis`; they compute nothing.
+Widgets are built only from the tidy frames in :mod:`tsevo.analysis` (plus the run's series for
+plots); they compute nothing. Each has a ``from_run(run_dir)`` constructor, a composed ``view``,
+plain ``_repr_html_``/``__repr__`` fallbacks, and a kernel-free ``static_view`` used by the offline
+HTML export (:func:`export_html`).
 """
 
-__all__: list[str] = []
+from ._render import (
+    calibration_figure,
+    calibration_tree_html,
+    calibration_tree_text,
+    draw_calibration_tree,
+)
+from .export import build_page, export_html
+from .flips import FLIP_CLASSES, FlipExplorer, filter_flips
+from .gate import GateView, gate_figure
+from .library import LibraryBrowser, filter_tools
+
+__all__ = [
+    "FLIP_CLASSES",
+    "FlipExplorer",
+    "GateView",
+    "LibraryBrowser",
+    "build_page",
+    "calibration_figure",
+    "calibration_tree_html",
+    "calibration_tree_text",
+    "draw_calibration_tree",
+    "export_html",
+    "filter_flips",
+    "filter_tools",
+    "gate_figure",
+]

@@ -1,0 +1,196 @@
+"""tsevo.notebook: stage configs (parameters map 1:1, unknown names raise) and the step functions.
+
+The step functions are checked against the run's own records on one tiny REAL round (synthetic
+tiny preset, seed 5), so a table that drifts from what the round stored fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from tsevo import notebook as nb
+from tsevo.store import RunStore
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cfg = nb.QuickstartConfig(run_dir=str(root / "tsevo-tiny-seed5"))
+    return nb.ensure_run(cfg, log=lambda _: None)
+
+
+# --------------------------------------------------------------------------------------- configs
+@pytest.mark.parametrize("cls", list(nb.CONFIGS.values()), ids=list(nb.CONFIGS))
+def test_config_from_params_is_strict(cls: type) -> None:
+    defaults = cls()
+    names = [f.name for f in fields(cls)]
+    assert "run_dir" in names
+    same = cls.from_params({n: getattr(defaults, n) for n in names})
+    assert same == defaults and same.to_dict() == defaults.to_dict()
+    with pytest.raises(TypeError, match="unknown parameters"):
+        cls.from_params({"run_dri": "x"})
+    with pytest.raises(TypeError, match="must be str"):
+        cls.from_params({"run_dir": 3})
+    with pytest.raises(dataclass_frozen_error()):
+        defaults.run_dir = "x"  # type: ignore[misc]
+
+
+def dataclass_frozen_error() -> type[Exception]:
+    from dataclasses import FrozenInstanceError
+
+    return FrozenInstanceError
+
+
+def test_int_fields_reject_bools_and_strings() -> None:
+    with pytest.raises(TypeError, match="seed must be int"):
+        nb.QuickstartConfig.from_params({"seed": True})
+    with pytest.raises(TypeError, match="round must be int"):
+        nb.GateConfig.from_params({"round": "1"})
+
+
+def test_configs_cover_the_notebooks() -> None:
+    stems = {p.stem for p in nb.default_notebooks()}
+    assert stems == set(nb.CONFIGS)
+    assert {c.notebook for c in nb.CONFIGS.values()} == stems
+
+
+def test_run_dir_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(nb.RUN_DIR_ENV, raising=False)
+    assert nb.resolve_run_dir("") == Path("runs/notebooks")
+    monkeypatch.setenv(nb.RUN_DIR_ENV, str(tmp_path))
+    assert nb.DataConfig().run_path() == tmp_path
+    assert nb.DataConfig(run_dir="elsewhere").run_path() == Path("elsewhere")
+
+
+# --------------------------------------------------------------------------------------- steps
+def test_run_level_tables_agree_with_the_stored_round(tiny_run: Path) -> None:
+    store = RunStore.open(tiny_run)
+    rd = store.read_json("rounds/r1/round.json")
+    gate = store.read_json("rounds/r1/gate.json")
+    base = nb.base_pass_table(tiny_run)
+    allrow = base.iloc[-1]
+    assert allrow["task"] == "ALL" and allrow["n"] == rd["funnel"]["train_questions"]
+    assert allrow["errors"] == rd["funnel"]["errors"]
+    assert allrow["errors_tool_fired"] + allrow["errors_no_tool"] == allrow["errors"]
+    assert abs(allrow["accuracy"] - rd["funnel"]["train_accuracy"]) < 1e-6
+    assert base.iloc[:-1]["n"].sum() == allrow["n"]
+
+    buckets = nb.buckets_table(tiny_run, max_members=3)
+    stored = store.read_json("rounds/r1/buckets.json")["buckets"]
+    assert list(buckets["bucket"]) == [b["id"] for b in stored]
+    assert list(buckets["members"]) == [len(b["members"]) for b in stored]
+    assert (buckets["support"] + buckets["held_out"] <= buckets["members"]).all()
+    assert all(len(m.split(", ")) <= 3 for m in buckets["first_members"])
+    assert len(buckets) == rd["funnel"]["buckets"]
+
+    assert len(nb.contracts_table(tiny_run)) == rd["funnel"]["contracts"]
+    attempts = nb.attempts_table(tiny_run)
+    assert len(attempts) == rd["funnel"]["attempts"]
+    assert int(attempts["survivor"].sum()) == rd["funnel"]["survivors"]
+    src = nb.candidate_source(tiny_run, rd["deployed"][0])
+    assert src.lstrip().startswith("def ")
+    assert len(nb.calibration_table(tiny_run)) == 0  # tiny: no class reaches 16 train rows
+
+    paired = nb.paired_table(tiny_run).iloc[-1]
+    assert (paired["helped"], paired["harmed"], paired["n"]) == (gate["h"], gate["m"], gate["n"])
+    changed = nb.paired_rows(tiny_run)
+    assert len(changed) == gate["h"] + gate["m"]
+    repairs = nb.repairs_table(tiny_run)
+    assert set(repairs["candidate"]) <= set(attempts["tool_id"])
+    assert len(nb.prune_df(tiny_run)) == 0  # accepted at the first gate: no prune
+
+    chain = nb.chain_table(tiny_run)
+    assert sorted(chain["id"]) == sorted(rd["deployed"])
+    m = nb.run_metrics(tiny_run)
+    assert (m["status"], m["h"], m["m"], m["n"]) == ("accepted", gate["h"], gate["m"], gate["n"])
+    assert m["gate_path"] == gate["path"] and m["deployed"] == len(rd["deployed"])
+    deltas = nb.test_deltas(tiny_run)
+    assert deltas.iloc[-1]["before"] == m["test_before"]
+    assert len(nb.changed_flips(tiny_run)) == deltas.iloc[-1]["helped"] + deltas.iloc[-1]["harmed"]
+    assert "ACCEPTED" in nb.run_text(tiny_run)
+
+
+def test_compare_libraries_reproduces_the_report(tiny_run: Path) -> None:
+    """Base agent = the library before round 1 (empty root); evolved = after: same as test.json."""
+    table = nb.compare_libraries(tiny_run, split="test")
+    piv = nb.comparison_pivot(table)
+    allrow = nb.test_deltas(tiny_run).iloc[-1]
+    assert piv.loc["ALL", "base"] == pytest.approx(allrow["before"], abs=1e-6)
+    assert piv.loc["ALL", "evolved"] == pytest.approx(allrow["after"], abs=1e-6)
+    assert set(piv.columns) == {"base", "evolved", "expert"}
+    n_test = sum(1 for v in nb.load_suite(tiny_run).splits.values() if v == "test")
+    assert set(table[table["family"] == "ALL"]["n"]) == {n_test}
+    per_family = table[table["family"] != "ALL"].groupby("agent")["correct"].sum()
+    assert dict(per_family) == dict(table[table["family"] == "ALL"].set_index("agent")["correct"])
+    fig = nb.comparison_figure(table)
+    assert len(fig.axes) == 1
+
+
+def test_prune_df_reads_a_pruned_round(tiny_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    rd = json.loads((run / "rounds/r1/round.json").read_text())
+    rd["pruned"] = {
+        "accepted": False,
+        "outcome": "retest failed: rollback",
+        "attribution": {
+            "by_update": {
+                "u1": {"helped": 0, "harmed": 3, "helped_ids": [], "harmed_ids": []},
+                "u2": {"helped": 2, "harmed": 1, "helped_ids": [], "harmed_ids": []},
+            },
+            "unattributed_helped": [],
+            "unattributed_harmed": [],
+        },
+        "plan": {
+            "harmful": ["u1"],
+            "removed": ["u1", "u3"],
+            "kept": ["u2"],
+            "reasons": {"u1": "clearly harmful", "u2": "mixed", "u3": "dependent of u1"},
+            "counts": {},
+        },
+        "retest": None,
+        "first": {},
+    }
+    (run / "rounds/r1/round.json").write_text(json.dumps(rd))
+    df = nb.prune_df(run)
+    assert list(df.columns) == nb.PRUNE_COLUMNS
+    assert list(df["update"]) == ["u1", "u2", "u3"]
+    assert list(df["harmful"]) == [True, False, False]
+    assert list(df["removed"]) == [True, False, True]
+    assert list(df["harmed"]) == [3, 1, 0]
+    assert set(df["outcome"]) == {"retest failed: rollback"}
+
+
+def test_metrics_round_trip(tiny_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    p = nb.record_metrics(run, "00_quickstart", {"a": 1, "b": 0.5})
+    assert p == run / "notebook_metrics" / "00_quickstart.json"
+    assert nb.read_metrics(run, "00_quickstart") == {"a": 1, "b": 0.5}
+    with pytest.raises(ValueError):
+        nb.record_metrics(run, "../x", {})
+
+
+def test_figures_build(tiny_run: Path) -> None:
+    suite = nb.load_suite(tiny_run)
+    assert len(nb.examples_figure(suite, 3).axes) == 4  # 2x2 grid, the 4th switched off
+    assert nb.suite_metrics(suite)["questions"] == len(suite)
+    assert len(nb.solver_table(suite)) > 0
+    base = nb.base_pass_table(tiny_run)
+    assert len(nb.accuracy_figure(base).axes) == 1
+    assert len(nb.deltas_figure(nb.test_deltas(tiny_run)).axes) == 1
+
+
+def test_ensure_run_reuses_a_finished_run(tiny_run: Path) -> None:
+    lines: list[str] = []
+    before = sorted(p.name for p in (tiny_run / "evals").iterdir())
+    assert nb.ensure_run(nb.GateConfig(run_dir=str(tiny_run)), log=lines.append) == tiny_run
+    assert lines == [f"reusing the finished run in {tiny_run}"]
+    assert sorted(p.name for p in (tiny_run / "evals").iterdir()) == before
