@@ -288,6 +288,8 @@ class Agent:
         max_tools: At most this many tools per question over the whole chain.
         evidence_cache: Shared evidence cache (pass one to share across agents and rounds).
         mode: ``residual`` (review; the protocol) or ``overwrite`` (ablation: any reading replaces).
+        workers: Questions answered and reviewed concurrently (threads; useful for LLM roles, whose
+            calls wait on the network). Tool evidence is batched per tool either way.
     """
 
     def __init__(
@@ -301,6 +303,7 @@ class Agent:
         evidence_cache: EvidenceCache | None = None,
         base_cache: dict[str, BaseAnswer] | None = None,
         mode: str = "residual",
+        workers: int = 1,
     ) -> None:
         from tsevo.roles.builtin import GlobalSummaryAnswerer, RuleReviewer
 
@@ -314,6 +317,7 @@ class Agent:
         if mode not in ("residual", "overwrite"):
             raise ValueError(f"unknown mode {mode!r}")
         self.mode = mode
+        self.workers = max(1, int(workers))
 
     @property
     def executor(self) -> ToolExecutor:
@@ -335,6 +339,7 @@ class Agent:
             evidence_cache=self.evidence_cache,
             base_cache=self.base_cache,
             mode=self.mode,
+            workers=self.workers,
         )
 
     # ------------------------------------------------------------------ answering
@@ -369,12 +374,23 @@ class Agent:
         eff = self.library.effective()
         shortlists = [self.library.shortlist(q, self.max_tools, eff) for q in qs]
         runs = self._run_tools(qs, shortlists)
-        records = []
-        for i, q in enumerate(qs):
-            records.append(self._fold(q, shortlists[i], runs))
-            if progress is not None:
-                progress(i + 1)
-        return records
+        if self.workers <= 1 or len(qs) <= 1:
+            records = []
+            for i, q in enumerate(qs):
+                records.append(self._fold(q, shortlists[i], runs))
+                if progress is not None:
+                    progress(i + 1)
+            return records
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            futures = [pool.submit(self._fold, q, shortlists[i], runs) for i, q in enumerate(qs)]
+            out = []
+            for i, f in enumerate(futures):
+                out.append(f.result())
+                if progress is not None:
+                    progress(i + 1)
+        return out
 
     def _run_tools(
         self, qs: Sequence[Question], shortlists: Sequence[list[list[ScopedTool]]]
