@@ -1,0 +1,41 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from tsevo.experiments import grid_points, load_spec, run_spec
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_committed_spec_is_valid():
+    specs = sorted((REPO / "experiments").glob("*.json"))
+    assert specs
+    for p in specs:
+        spec = load_spec(p)
+        points = grid_points(spec)
+        assert len(points) == max(
+            1, int(__import__("math").prod(len(v) for v in spec.grid.values()))
+        )
+
+
+def test_unknown_parameters_and_notebooks_raise(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps(
+            {"name": "x", "notebook": "90_study_base_vs_evolved_vs_expert", "grid": {"sede": [1]}}
+        )
+    )
+    with pytest.raises(TypeError):
+        load_spec(bad)
+    bad.write_text(json.dumps({"name": "x", "notebook": "nope"}))
+    with pytest.raises(ValueError, match="unknown notebook"):
+        load_spec(bad)
+
+
+def test_dry_run_lists_points(tmp_path, capsys):
+    spec = load_spec(REPO / "experiments" / "base_vs_evolved_vs_expert.json")
+    assert run_spec(spec, tmp_path, dry_run=True) == []
+    out = capsys.readouterr().out
+    assert out.count("would run") == len(grid_points(spec))
+    assert "reference_root=chronos_seed=11" in out
