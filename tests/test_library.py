@@ -200,3 +200,15 @@ def test_extract_numbers_reads_common_notation():
     assert extract_numbers("series A1 and B2") == ()
     assert mentions("Does ad_spend lead sales?", "ad_spend")
     assert not mentions("Does ad_spending lead sales?", "ad_spend")
+
+
+def test_save_killed_between_renames_is_recovered(tmp_path):
+    lib = library_from_tools("x", [_tool("a")])
+    dest = lib.save(tmp_path / "lib")
+    dest.rename(tmp_path / "lib.old")  # what a kill between the two renames leaves
+    assert Library.load(tmp_path / "lib") == lib
+    assert not (tmp_path / "lib.old").exists()
+    lib2 = lib.append_stage(Stage(1, (_tool("b"),)))
+    (tmp_path / "lib").rename(tmp_path / "lib.old")
+    lib2.save(tmp_path / "lib")
+    assert Library.load(tmp_path / "lib") == lib2 and not (tmp_path / "lib.old").exists()

@@ -212,6 +212,9 @@ def run_round(
     steps = _Steps(store, r)
     if steps.done("round"):
         return _read_round(steps, library)
+    # each round draws its own samples (define sample, bucket splits, probes): a round that follows
+    # a rejected one sees the same errors, and must not replay the same draw
+    cfg = cfg.replace(seed=cfg.seed + 1000 * (r - 1))
     tq: dict[str, Question] = {q.id: q for q in train}
     funnel: dict[str, Any] = {}
 

@@ -271,8 +271,13 @@ class Library:
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> Path:
-        """Write the library folder (replacing an existing one atomically)."""
+        """Write the library folder, replacing an existing one.
+
+        The new folder is written beside the old one and swapped in by two renames; a process killed
+        between them leaves ``<name>.old``, which :meth:`load` and the next :meth:`save` restore.
+        """
         dest = Path(path)
+        _recover(dest)
         tmp = dest.with_name(dest.name + ".tmp")
         if tmp.exists():
             shutil.rmtree(tmp)
@@ -307,6 +312,7 @@ class Library:
         import json
 
         src = Path(path)
+        _recover(src)
         head_file = src / "library.json"
         if not head_file.exists():
             raise FileNotFoundError(f"{src} is not a tsevo library (no library.json)")
@@ -348,6 +354,15 @@ class Library:
             for s in self.stages
             for t in s.tools
         ]
+
+
+def _recover(dest: Path) -> None:
+    """Restore ``<dest>.old`` when a save was killed between its two renames."""
+    old = dest.with_name(dest.name + ".old")
+    if old.exists() and not dest.exists():
+        old.rename(dest)
+    elif old.exists() and dest.exists():
+        shutil.rmtree(old)
 
 
 def slug(text: str, maxlen: int = 24) -> str:
