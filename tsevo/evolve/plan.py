@@ -196,20 +196,57 @@ def coordinate(
     return [WorkGroup(f"g{i}", (c,), c.contract, c.scope) for i, c in enumerate(cards, 1)], log
 
 
+_FORKED_PLANNER: LocalPlanner | None = None
+
+
+def _plan_forked(d: Dossier) -> tuple[str, ContractCard | None, str]:
+    assert _FORKED_PLANNER is not None
+    return _plan_one(_FORKED_PLANNER, d)
+
+
+def _plan_one(planner: LocalPlanner, d: Dossier) -> tuple[str, ContractCard | None, str]:
+    try:
+        card = planner.plan(d)
+    except Exception as exc:  # one bucket's failure must not stop the round
+        return d.bucket_id, None, f"planner failed: {exc}"
+    if card is None:
+        return d.bucket_id, None, "no measurement recovers the bucket's answers"
+    return d.bucket_id, card, ""
+
+
 def local_plans(
-    dossiers: Sequence[Dossier], planner: LocalPlanner
+    dossiers: Sequence[Dossier], planner: LocalPlanner, *, workers: int = 1
 ) -> tuple[list[ContractCard], dict[str, str]]:
-    """Plan every bucket; a planner failure or no plan leaves that bucket without a card."""
+    """Plan every bucket; a planner failure or no plan leaves that bucket without a card.
+
+    Buckets are planned independently, so they may run in parallel: a planner that declares
+    ``parallel = "process"`` (CPU-bound, like the builtin one) is run in forked worker processes,
+    ``"thread"`` (network-bound, like an LLM) in threads. The result does not depend on ``workers``.
+    """
+    mode = getattr(planner, "parallel", "")
+    results: list[tuple[str, ContractCard | None, str]]
+    if workers > 1 and len(dossiers) > 1 and mode in ("process", "thread"):
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        try:
+            if mode == "process":
+                pool: cf.Executor = cf.ProcessPoolExecutor(
+                    workers, mp_context=mp.get_context("fork")
+                )
+            else:
+                pool = cf.ThreadPoolExecutor(workers)
+            with pool:
+                results = list(pool.map(_plan_one, [planner] * len(dossiers), dossiers))
+        except (OSError, RuntimeError, cf.process.BrokenProcessPool):
+            results = [_plan_one(planner, d) for d in dossiers]
+    else:
+        results = [_plan_one(planner, d) for d in dossiers]
     cards: list[ContractCard] = []
     skipped: dict[str, str] = {}
-    for d in dossiers:
-        try:
-            card = planner.plan(d)
-        except Exception as exc:  # one bucket's failure must not stop the round
-            skipped[d.bucket_id] = f"planner failed: {exc}"
-            continue
+    for bucket_id, card, why in results:
         if card is None:
-            skipped[d.bucket_id] = "no measurement recovers the bucket's answers"
-            continue
-        cards.append(card)
+            skipped[bucket_id] = why
+        else:
+            cards.append(card)
     return cards, skipped

@@ -14,6 +14,7 @@ evaluation is spent again.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -207,11 +208,14 @@ def run_round(
     sandbox: Any,
     store: RunStore | None = None,
     log: Callable[[str], None] = lambda s: None,
+    plan_workers: int | None = None,
 ) -> RoundResult:
     """Run round ``r`` on train and val only. Returns the round's result (library changed iff accepted)."""
     steps = _Steps(store, r)
     if steps.done("round"):
         return _read_round(steps, library)
+    if plan_workers is None:
+        plan_workers = min(4, os.cpu_count() or 1)
     # each round draws its own samples (define sample, bucket splits, probes): a round that follows
     # a rejected one sees the same errors, and must not replay the same draw
     cfg = cfg.replace(seed=cfg.seed + 1000 * (r - 1))
@@ -277,7 +281,10 @@ def run_round(
         )
         for b in clustering.buckets
     }
-    cards, skipped = local_plans(list(dossiers.values()), roles.local_planner)
+    prepare = getattr(roles.local_planner, "prepare", None)
+    if callable(prepare):
+        prepare(list(dossiers.values()), workers=plan_workers)
+    cards, skipped = local_plans(list(dossiers.values()), roles.local_planner, workers=plan_workers)
     support_texts = {b: [e.question.question for e in d.support] for b, d in dossiers.items()}
     groups, coord_log = coordinate(cards, roles.global_planner, cfg, support_texts)
     steps.json("splits.json", [splits[b].to_dict() for b in sorted(splits)])

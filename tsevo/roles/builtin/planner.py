@@ -150,6 +150,14 @@ def kind_keys(questions: Sequence[Question]) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _compute(
+    pairs: Sequence[tuple[Spec, Question]],
+) -> list[tuple[tuple[Spec, str], dict[str, float] | None]]:
+    from .measure import spec_values
+
+    return [((spec, q.fingerprint), spec_values(spec, q)) for spec, q in pairs]
+
+
 def _words_ok(q: Question, require: Sequence[str], forbid: Sequence[str]) -> bool:
     toks = question_tokens(q.question)
     return all(w in toks for w in require) and not any(w in toks for w in forbid)
@@ -222,6 +230,43 @@ class MeasurementPlanner:
         self.combo_gain = combo_gain
 
     # ------------------------------------------------------------------ search
+    def prepare(self, dossiers: Sequence[Dossier], workers: int = 1) -> int:
+        """Warm the measurement cache for every row the dossiers show, in parallel processes.
+
+        Planning itself stays serial (and its result does not depend on ``workers``); only the
+        primitive computations, the bulk of its time, are spread over forked workers. Returns the
+        number of (measurement, question) pairs computed.
+        """
+        qs: dict[str, Question] = {}
+        for d in dossiers:
+            for e in (*d.support, *d.background):
+                qs.setdefault(e.question.id, e.question)
+        todo: list[tuple[Spec, Question]] = []
+        for q in qs.values():
+            _, arity = _rows_kind([q])
+            for spec in enumerate_specs(_modes(arity, [q])):
+                if (spec, q.fingerprint) not in self.cache.data:
+                    todo.append((spec, q))
+        if not todo:
+            return 0
+        if workers <= 1 or len(todo) < 200:
+            for spec, q in todo:
+                self.cache.get(spec, q)
+            return len(todo)
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        chunks = [todo[i::workers] for i in range(workers)]
+        try:
+            with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+                for part in pool.map(_compute, chunks):
+                    for (spec, fp), vals in part:
+                        self.cache.data[(spec, fp)] = vals
+        except (OSError, RuntimeError, cf.process.BrokenProcessPool):
+            for spec, q in todo:
+                self.cache.get(spec, q)
+        return len(todo)
+
     def rank(
         self, examples: Sequence[Example], exclude: Sequence[str] = ()
     ) -> tuple[str, str, list[RankedMeasurement]]:
