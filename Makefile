@@ -59,6 +59,9 @@ test-browser: $(STAMP)
 	bash .ci/fetch_widget_assets.sh
 	TSEVO_BROWSER=1 TSEVO_SCREENSHOT_DIR=$(CURDIR)/runs/browser $(PY) -m pytest -s -m browser tests/browser
 
+test-live: $(STAMP)
+	bash .ci/live.sh
+
 bench: $(STAMP)
 	$(PY) -m tests.bench
 

@@ -24,7 +24,8 @@ def test_no_credentials_stored(tmp_path):
         RunStore.create(tmp_path / "r", {"llm": {"api_key": "sk-123"}})
     s = RunStore.create(tmp_path / "ok", {"llm": {"api_key": None}})
     with pytest.raises(ValueError, match="credential"):
-        s.event("x", token="abc")
+        s.event("x", access_token="abc")
+    s.event("tokens", prompt_tokens=120, completion_tokens=5)  # token counts are not credentials
 
 
 def test_steps_json_parquet(tmp_path):

@@ -310,6 +310,9 @@ class Agent:
         self.library = library if library is not None else Library()
         self.answerer: Answerer = answerer if answerer is not None else GlobalSummaryAnswerer()
         self.reviewer: Reviewer = reviewer if reviewer is not None else RuleReviewer()
+        bind = getattr(self.reviewer, "for_library", None)
+        if callable(bind):  # reviewers that read library text (LLM prompt patches) see this chain
+            self.reviewer = bind(self.library)
         self._executor = executor
         self.max_tools = max_tools
         self.evidence_cache = evidence_cache if evidence_cache is not None else EvidenceCache()

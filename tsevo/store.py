@@ -28,7 +28,16 @@ from typing import Any
 
 __all__ = ["RecordLog", "RunStore", "atomic_write_bytes", "atomic_write_text"]
 
-_SECRET_HINTS = ("api_key", "apikey", "token", "secret", "password", "authorization")
+_SECRET_HINTS = (
+    "api_key",
+    "apikey",
+    "access_token",
+    "auth_token",
+    "bearer",
+    "secret",
+    "password",
+    "authorization",
+)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

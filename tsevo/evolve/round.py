@@ -59,6 +59,8 @@ class RoleSet:
     local_planner: LocalPlanner
     global_planner: GlobalPlanner
     synthesizer: Synthesizer
+    workers: int = 1
+    """Questions answered concurrently by the agent (>1 for network-bound answering roles)."""
 
     @classmethod
     def builtin(cls) -> RoleSet:
@@ -83,7 +85,11 @@ class RoleSet:
 
     def names(self) -> dict[str, str]:
         """Role names (for the manifest)."""
-        return {k: getattr(v, "name", type(v).__name__) for k, v in self.__dict__.items()}
+        return {
+            k: getattr(v, "name", type(v).__name__)
+            for k, v in self.__dict__.items()
+            if k != "workers"
+        }
 
 
 @dataclass

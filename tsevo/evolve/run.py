@@ -207,7 +207,12 @@ def evolve(
     try:
         root = make_root(cfg.root)
         agent = Agent(
-            root, roles.answerer, roles.reviewer, executor=sb, max_tools=cfg.max_tools_per_question
+            root,
+            roles.answerer,
+            roles.reviewer,
+            executor=sb,
+            max_tools=cfg.max_tools_per_question,
+            workers=roles.workers,
         )
         decide = Evaluator(agent, store, forbidden=[q.id for q in test], progress=prog)
         reporter = Evaluator(agent, store, progress=prog)
