@@ -373,3 +373,19 @@ def test_cli_evolve_and_eval_with_the_llm_backend(
         ]
     )
     assert rc == 0 and "paired: helped" in capsys.readouterr().out
+
+
+def test_cli_budget_stop_exits_3_and_rerun_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tsevo.cli import main
+
+    out = tmp_path / "cli_budget"
+    suite = make_suite(2, seed=4)
+    with FakeOpenAIServer.llama_cpp(BuiltinResponder(list(suite))) as srv:
+        flags = ["--backend", "llm", "--base-url", srv.base_url, "--model", "scripted", "--quiet"]
+        argv = ["evolve", "--suite", "synthetic:2", "--seed", "4", "--out", str(out), *flags]
+        assert main([*argv, "--budget-calls", "5"]) == 3
+        capsys.readouterr()
+        assert main(argv) == 0
+    assert "round 1" in capsys.readouterr().out
