@@ -106,7 +106,7 @@ class ProtocolConfig:
     )
     resplit_times: int = _knob(1, "How many times an oversized bucket may be split.", lo=0)
     resplit_part: int = _knob(
-        32,
+        16,
         "Decided gap (the paper does not say into how many parts): an oversized bucket is split once "
         "into ceil(members / resplit_part) parts, at most max_categories, by re-running define on it.",
         lo=2,

@@ -213,18 +213,27 @@ def calibrate(
             {"accepted": False, "reason": "too few rows with evidence"},
             "calibration refused: too few rows",
         )
-    result = fit_calibration(
-        np.asarray(X),
-        y,
-        groups,
-        feature_names=feats,
-        ids=ids,
-        min_per_class=cfg.calibration_min_per_class,
-        holdout=cfg.calibration_holdout,
-        min_balanced_accuracy=cfg.calibration_min_bal_acc,
-        seed=cfg.seed,
-        split_guard=split_guard,
-    )
+    if len(set(feats)) != len(feats):
+        return (
+            None,
+            {"accepted": False, "reason": "duplicate feature names"},
+            "calibration refused: duplicate feature names",
+        )
+    try:
+        result = fit_calibration(
+            np.asarray(X),
+            y,
+            groups,
+            feature_names=feats,
+            ids=ids,
+            min_per_class=cfg.calibration_min_per_class,
+            holdout=cfg.calibration_holdout,
+            min_balanced_accuracy=cfg.calibration_min_bal_acc,
+            seed=cfg.seed,
+            split_guard=split_guard,
+        )
+    except ValueError as exc:  # a malformed request is a contract violation, not a crash
+        return None, {"accepted": False, "reason": str(exc)}, f"calibration refused: {exc}"
     record = result.to_dict()
     if not result.accepted:
         return None, record, f"calibration refused: {result.reason}"
@@ -419,7 +428,8 @@ def run_group(
                 rec.outcome,
                 len(rec.repairs),
                 len(rec.harms),
-                f"repair rate {rec.repair_rate:.2f} on {rec.n_held_out}; harms {len(rec.harms)} of {rec.n_probe}",
+                f"repair rate {rec.repair_rate:.2f} on {rec.n_held_out}; harms {len(rec.harms)} of {rec.n_probe}"
+                + (f"; repaired after: {'; '.join(rec.violations)}" if rec.violations else ""),
             )
         )
         if rec.passed and (best is None or _score(rec) > _score(best[1])):

@@ -13,7 +13,11 @@ __all__ = ["MergeCoordinator", "merge_scopes"]
 
 
 def merge_scopes(scopes: Sequence[Scope]) -> Scope:
-    """Union of tasks and evidence; matcher keeps the shared terms at the lowest threshold."""
+    """Union of tasks and evidence; matcher keeps the shared terms at the lowest threshold.
+
+    Members must share their matcher's require/forbid words (the coordinator only merges such cards);
+    those words are kept.
+    """
     first = scopes[0]
     tasks = tuple(sorted({t for s in scopes for t in s.tasks}))
     evidence = tuple(sorted({e for s in scopes for e in s.evidence}))
@@ -22,7 +26,8 @@ def merge_scopes(scopes: Sequence[Scope]) -> Scope:
         common &= set(s.matcher.terms)
     terms = {t: min(s.matcher.terms[t] for s in scopes) for t in sorted(common)}
     thr = min(s.matcher.threshold for s in scopes) if terms else 0.0
-    return replace(first, tasks=tasks, evidence=evidence, matcher=Matcher(terms, thr))
+    matcher = Matcher(terms, thr, first.matcher.require, first.matcher.forbid)
+    return replace(first, tasks=tasks, evidence=evidence, matcher=matcher)
 
 
 class MergeCoordinator:
@@ -39,13 +44,17 @@ class MergeCoordinator:
         self, cards: Sequence[ContractCard], support_texts: Mapping[str, Sequence[str]]
     ) -> list[WorkGroup]:
         """Return work groups covering every card exactly once."""
-        keyed: dict[tuple[str, str, str, str], list[ContractCard]] = {}
+        keyed: dict[tuple[object, ...], list[ContractCard]] = {}
         for c in cards:
+            # a merged scope is the members' union; a matcher cannot express the union of different
+            # word constraints, so cards whose require/forbid words differ are not merged
             key = (
                 c.contract.measurement,
                 str(c.plan.get("rule_kind", "")),
                 c.scope.arity,
                 c.scope.options_kind,
+                tuple(c.scope.matcher.require),
+                tuple(c.scope.matcher.forbid),
             )
             keyed.setdefault(key, []).append(c)
         groups: list[WorkGroup] = []

@@ -331,7 +331,22 @@ class MeasurementPlanner:
         ranked.sort(
             key=lambda r: (-r.cv_acc, -r.train_acc, len(r.spec.params), r.spec.describe(r.key))
         )
-        return okind, arity, ranked
+        # parameter variants that measure exactly the same values are one measurement: keep the
+        # first, so later synthesis attempts try something genuinely different
+        seen_values: set[tuple[object, ...]] = set()
+        unique = []
+        for r in ranked:
+            sig = tuple(
+                (k, round(val, 9))
+                for q in qs
+                for k, val in sorted((self.cache.get(r.spec, q) or {}).items())
+                if k == r.key or k.startswith(f"{r.key}_")
+            )
+            if (r.key, sig) in seen_values:
+                continue
+            seen_values.add((r.key, sig))
+            unique.append(r)
+        return okind, arity, unique
 
     def _combo(
         self, examples: Sequence[Example], ranked: Sequence[RankedMeasurement]
@@ -342,7 +357,8 @@ class MeasurementPlanner:
         if len(ranked) < 2 or ranked[0].rule.kind != "label":
             return None
         first = ranked[0]
-        second = next((r for r in ranked[1:] if r.spec != first.spec or r.key != first.key), None)
+        # a second measurement with its own output name (a tool returns one flat dict)
+        second = next((r for r in ranked[1:] if r.key != first.key), None)
         if second is None:
             return None
         qs = [e.question for e in examples]

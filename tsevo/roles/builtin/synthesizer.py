@@ -114,7 +114,8 @@ class TemplateSynthesizer:
         ranked = _candidates(group)
         if not ranked:
             return None
-        if combo is not None:
+        refused = any("calibration refused" in h.detail for h in history)
+        if combo is not None and not refused:
             d = self._draft(group, attempt, ranked[0], combo)
             if d.contract.measurement not in tried:
                 return d
