@@ -212,3 +212,37 @@ def test_save_killed_between_renames_is_recovered(tmp_path):
     (tmp_path / "lib").rename(tmp_path / "lib.old")
     lib2.save(tmp_path / "lib")
     assert Library.load(tmp_path / "lib") == lib2 and not (tmp_path / "lib.old").exists()
+
+
+def test_question_numbers_bind_to_primitive_parameters():
+    from tsevo.library.sandbox import check_source
+    from tsevo.roles.builtin.measure import Spec, spec_source, spec_values
+
+    y = np.concatenate([np.zeros(60), np.linspace(0, 5, 40)])
+    q = Question(
+        id="f",
+        source="t",
+        task="forecast",
+        question="Forecast the next 12 steps. Compared with the mean of the last 6 values, higher or lower?",
+        options=("higher", "lower"),
+        series={"y": y},
+        primary=("y",),
+        gold=0,
+    )
+    spec = Spec("forecast", "qnum", (("h", "#0"), ("level_window", "#1")))
+    vals = spec_values(spec, q)
+    assert vals is not None and vals["h"] == 12
+    src = spec_source([(spec, ["delta_sigma"])])
+    assert "h=int(nums[0])" in src and "level_window=int(nums[1])" in src
+    assert check_source(src).ok
+    q0 = Question(
+        id="g",
+        source="t",
+        task="forecast",
+        question="Will it go up?",
+        options=("higher", "lower"),
+        series={"y": y},
+        primary=("y",),
+        gold=0,
+    )
+    assert spec_values(spec, q0) is None  # no numbers to bind: the measurement abstains

@@ -10,6 +10,9 @@ Feeding modes:
     ``P.f(ctx.primary(), **params)``.
 ``window2`` / ``window4``
     window bounds read from the numbers written in the question (``a, b`` or ``a, b, c, d``).
+``qnum``
+    like ``primary``, but parameters whose value is ``"#i"`` take the question's i-th number
+    (e.g. a forecast horizon and the length of the recent window the question states).
 ``dual_diff``
     ``P.f(second)[k] - P.f(first)[k]`` for two primary series.
 ``pair``
@@ -38,7 +41,17 @@ if TYPE_CHECKING:
 
 __all__ = ["MODES", "Spec", "SpecCache", "spec_source", "spec_values"]
 
-MODES = ("primary", "window2", "window4", "dual_diff", "pair", "covariate", "cand", "cand_diff")
+MODES = (
+    "primary",
+    "window2",
+    "window4",
+    "qnum",
+    "dual_diff",
+    "pair",
+    "covariate",
+    "cand",
+    "cand_diff",
+)
 _WINDOW_ARGS = {"window2": ("a", "b"), "window4": ("a", "b", "c", "d")}
 
 
@@ -120,6 +133,21 @@ def _window_args(spec: Spec, q: Question, n: int) -> dict[str, int] | None:
     return dict(zip(names, vals, strict=True))
 
 
+def _bind_numbers(spec: Spec, q: Question) -> dict[str, Any] | None:
+    """Parameters with values ``"#i"`` take the question's i-th number (a positive whole number)."""
+    nums = extract_numbers(q.question)
+    out: dict[str, Any] = {}
+    for k, v in spec.params:
+        if isinstance(v, str) and v.startswith("#"):
+            i = int(v[1:])
+            if i >= len(nums) or not float(nums[i]).is_integer() or nums[i] <= 0:
+                return None
+            out[k] = int(nums[i])
+        else:
+            out[k] = v
+    return out
+
+
 def spec_values(spec: Spec, q: Question) -> dict[str, float] | None:
     """Compute a spec's scalar values on one question (``None`` when it does not apply or abstains)."""
     from tsevo.library.primitives import CATALOG
@@ -129,6 +157,11 @@ def spec_values(spec: Spec, q: Question) -> dict[str, float] | None:
         return None
     kw = spec.kwargs()
     try:
+        if spec.mode == "qnum":
+            bound = _bind_numbers(spec, q)
+            if bound is None:
+                return None
+            return _scalars(ps.fn(q.series[q.primary[0]], **bound), ps.outputs) or None
         if spec.mode == "primary":
             return _scalars(ps.fn(q.series[q.primary[0]], **kw), ps.outputs) or None
         if spec.mode in _WINDOW_ARGS:
@@ -206,7 +239,7 @@ def spec_source(specs: list[tuple[Spec, list[str]]], name: str = "tool", doc: st
     if doc:
         lines.append(f'    """{doc}"""')
     lines.append("    out = {}")
-    need_nums = any(s.mode in _WINDOW_ARGS for s, _ in specs)
+    need_nums = any(s.mode in _WINDOW_ARGS or s.mode == "qnum" for s, _ in specs)
     modes = {s.mode for s, _ in specs}
     lines.append("    y = ctx.primary()")
     if need_nums:
@@ -236,6 +269,18 @@ def spec_source(specs: list[tuple[Spec, list[str]]], name: str = "tool", doc: st
         r = f"r{i}"
         if s.mode == "primary":
             lines.append(f"    {r} = P.{s.primitive}(y{kws})")
+        elif s.mode == "qnum":
+            idx = [int(v[1:]) for _, v in s.params if isinstance(v, str) and v.startswith("#")]
+            args = ", ".join(
+                f"{k}=int(nums[{v[1:]}])"
+                if isinstance(v, str) and v.startswith("#")
+                else f"{k}={_lit(v)}"
+                for k, v in s.params
+            )
+            lines += [f"    if len(nums) < {max(idx) + 1}:", "        return None"]
+            for i in sorted(set(idx)):
+                lines += [f"    if nums[{i}] <= 0:", "        return None"]
+            lines.append(f"    {r} = P.{s.primitive}(y, {args})")
         elif s.mode in _WINDOW_ARGS:
             names = _WINDOW_ARGS[s.mode]
             lines += [

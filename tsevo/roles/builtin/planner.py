@@ -71,6 +71,28 @@ def _param_names(fn: Any) -> set[str]:
         return set()
 
 
+_NUMBER_PARAMS = ("h", "level_window", "lag", "max_lag", "period", "m", "w", "window", "n_windows")
+
+
+def _number_bindings(fn: Any) -> list[tuple[tuple[str, Any], ...]]:
+    """Parameter bindings to the question's numbers.
+
+    Each count-like parameter binds to the first or the second number, and the first two such
+    parameters bind to the first two numbers together.
+    """
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values() if p.kind == p.KEYWORD_ONLY]
+    except (TypeError, ValueError):
+        return []
+    names = [p.name for p in params if p.name in _NUMBER_PARAMS]
+    out: list[tuple[tuple[str, Any], ...]] = []
+    for n in names:
+        out += [((n, "#0"),), ((n, "#1"),)]
+    if len(names) >= 2:
+        out.append(tuple(sorted(((names[0], "#0"), (names[1], "#1")))))
+    return out
+
+
 def enumerate_specs(modes: Sequence[str]) -> list[Spec]:
     """All specs for the given feeding modes (defaults plus one-at-a-time grid alternatives)."""
     from tsevo.library.primitives import CATALOG
@@ -87,7 +109,12 @@ def enumerate_specs(modes: Sequence[str]) -> list[Spec]:
                 if v is None:
                     continue
                 variants.append(((pname, v),))
+        qvariants = _number_bindings(ps.fn)
         for mode in modes:
+            if mode == "qnum":
+                if ps.arity == "single":
+                    out.extend(Spec(name, "qnum", v) for v in qvariants)
+                continue
             if mode in ("primary", "dual_diff", "cand_diff") and ps.arity != "single":
                 continue
             if mode in ("pair", "covariate", "cand") and ps.arity == "single":
@@ -198,6 +225,8 @@ def _modes(arity: str, qs: Sequence[Question]) -> list[str]:
         return ["covariate", "primary"]
     modes = ["primary"]
     counts = [len(extract_numbers(q.question)) for q in qs]
+    if counts and min(counts) >= 1:
+        modes.append("qnum")
     if counts and min(counts) >= 2:
         modes.append("window2")
     if counts and min(counts) >= 4:
@@ -615,6 +644,7 @@ class MeasurementPlanner:
             "primary": ("primary",),
             "window2": ("primary", "question_numbers"),
             "window4": ("primary", "question_numbers"),
+            "qnum": ("primary", "question_numbers"),
             "dual_diff": ("primary", "primary"),
             "pair": ("primary", "primary"),
             "covariate": ("primary", "covariate"),

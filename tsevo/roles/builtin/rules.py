@@ -202,16 +202,27 @@ def train_accuracy(rule: ReadingRule, rows: Sequence[Row]) -> float:
     return _acc(rule, rows)
 
 
-def net_gain(rule: ReadingRule, rows: Sequence[Row]) -> int:
-    """Answers fixed minus answers broken if the rule's readings replaced the current answers."""
-    net = 0
+HARM_WEIGHT = 2.0
+"""A broken answer counts this many fixed ones when margins are tuned (harm is what a single score
+hides, so the builtin planner prefers abstaining over breaking right answers)."""
+
+
+def net_gain(rule: ReadingRule, rows: Sequence[Row], harm_weight: float = HARM_WEIGHT) -> float:
+    """Weighted net effect of letting the rule's readings replace the current answers.
+
+    Answers fixed count +1, answers broken count ``-harm_weight``.
+    """
+    net = 0.0
     for r in rows:
         if r.current is None:
             continue
         opt = apply_rule(rule, r.values, r.options, r.candidates).option
         if opt is None or opt == r.current:
             continue
-        net += int(opt == r.gold) - int(r.current == r.gold)
+        if opt == r.gold:
+            net += 1.0
+        elif r.current == r.gold:
+            net -= harm_weight
     return net
 
 
