@@ -257,6 +257,11 @@ def test_window_compare_planted_shift_and_variance() -> None:
     rv = wi.window_compare(v)
     assert rv is not None and rv["log_var_ratio"] == pytest.approx(np.log(9), abs=0.3)
     assert rv["levene_p"] < 1e-6 and abs(rv["level_gap_sigma"]) < 0.3
+    assert rv["log_diff_sd_ratio"] == pytest.approx(np.log(3), abs=0.15)
+    # a steep drift inside window 2 inflates its variance but not the spread of its changes
+    dr = np.r_[rng().normal(size=300), rng(1).normal(size=300) + np.linspace(0, 60, 300)]
+    rd = wi.window_compare(dr)
+    assert rd is not None and rd["log_var_ratio"] > 2.0 and abs(rd["log_diff_sd_ratio"]) < 0.15
     assert wi.window_compare(x, a=0, b=2, c=300, d=600) is None  # window 1 too short
     assert wi.window_compare(x, a=0, b=300, c=300, d=700) is None  # out of range
     rp = wi.rolling_profile(x, w=50)

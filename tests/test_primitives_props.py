@@ -124,12 +124,13 @@ AFFINE_INVARIANT: dict[str, tuple[str, ...]] = {
     "ljung_box": ("q", "p"),
     "spectrum": ("dominant_period", "power_share", "spectral_flatness"),
     "band_power": ("relative_band_power",),
+    "band_ratio": ("log_ratio", "log_excess", "share_1", "share_2"),
     "acf_period": ("period", "acf_at_period"),
     "seasonal_strength": ("strength", "trend_strength", "amplitude_sigma", "period_used"),
     "cycle_stats": ("n_cycles", "mean_period", "crest_factor", "squareness"),
     "wavelet_energy": ("e_d1", "e_d2", "e_approx", "dominant_level"),
     "wavelet_change": ("log_energy_ratio", "energy_first"),
-    "window_compare": ("level_gap_sigma", "log_var_ratio", "log_mad_ratio", "ks_stat", "mw_auc", "levene_p"),
+    "window_compare": ("level_gap_sigma", "log_var_ratio", "log_mad_ratio", "log_diff_sd_ratio", "ks_stat", "mw_auc", "levene_p"),
     "rolling_profile": ("mean_range_sigma", "log_std_range", "max_jump_sigma"),
     "change_points": ("n_changes", "largest_loc_frac", "largest_mean_shift_sigma", "largest_type"),
     "cusum": ("stat", "loc_frac", "shift_sigma"),
@@ -251,7 +252,13 @@ def test_window_swap_and_time_reversal(seed: int, n: int) -> None:
     wc = MINE["window_compare"].fn
     r, s = wc(y, a=0, b=n // 2, c=n // 2, d=n), wc(y, a=n // 2, b=n, c=0, d=n // 2)
     assert r is not None and s is not None
-    for k in ("level_gap_sigma", "mean_diff", "log_var_ratio", "log_mad_ratio"):
+    for k in (
+        "level_gap_sigma",
+        "mean_diff",
+        "log_var_ratio",
+        "log_mad_ratio",
+        "log_diff_sd_ratio",
+    ):
         assert close(r[k], -s[k]), k
     assert close(r["ks_stat"], s["ks_stat"]) and close(r["mw_auc"], 1 - s["mw_auc"])
     t, tr = MINE["trend"].fn(y), MINE["trend"].fn(y[::-1])

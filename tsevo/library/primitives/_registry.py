@@ -9,6 +9,7 @@ keys (e.g. a forecast path) for use inside tool code.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -31,6 +32,8 @@ class PrimitiveSpec:
         outputs: Names of the scalar keys of the result dict (what a tool may return).
         grid: Alternative parameterizations a planner may try, name -> list of values.
         summary: One line saying what it measures and in which units.
+        numbers: Keyword parameters a planner may read from the numbers a question states, in the
+            order a question usually states them (e.g. sampling rate, then band edges).
     """
 
     name: str
@@ -40,6 +43,7 @@ class PrimitiveSpec:
     outputs: tuple[str, ...]
     grid: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     summary: str = ""
+    numbers: tuple[str, ...] = ()
 
 
 CATALOG: dict[str, PrimitiveSpec] = {}
@@ -51,6 +55,7 @@ def primitive(
     outputs: tuple[str, ...],
     arity: Arity = "single",
     grid: Mapping[str, tuple[Any, ...]] | None = None,
+    numbers: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a function as a primitive under its own name.
 
@@ -59,10 +64,15 @@ def primitive(
         outputs: Scalar keys of its result dict.
         arity: How many series it takes (see :class:`PrimitiveSpec`).
         grid: Parameter alternatives for planners.
+        numbers: Parameters that may be bound to the question's stated numbers, in order.
     """
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         name = fn.__name__
+        params = inspect.signature(fn).parameters
+        unknown = [p for p in numbers if p not in params]
+        if unknown:
+            raise ValueError(f"primitive {name!r}: numbers name unknown parameters {unknown}")
         if name in CATALOG and CATALOG[name].fn is not fn:
             raise ValueError(f"primitive {name!r} registered twice")
         doc = (fn.__doc__ or "").strip().splitlines()
@@ -74,6 +84,7 @@ def primitive(
             outputs=tuple(outputs),
             grid={k: tuple(v) for k, v in (grid or {}).items()},
             summary=doc[0] if doc else "",
+            numbers=tuple(numbers),
         )
         return fn
 

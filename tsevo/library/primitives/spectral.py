@@ -14,7 +14,7 @@ from ._common import FloatArray, Result, as_series, finish, guarded, is_flat
 from ._registry import primitive
 from .autocorr import acf_values
 
-__all__ = ["acf_period", "band_power", "prepare", "spectrum"]
+__all__ = ["acf_period", "band_power", "band_ratio", "prepare", "spectrum"]
 
 
 def prepare(x: FloatArray, detrend: bool) -> FloatArray | None:
@@ -46,10 +46,16 @@ def prepare(x: FloatArray, detrend: bool) -> FloatArray | None:
         "centroid_freq",
     ),
     grid={"detrend": (True, False)},
+    numbers=("fs",),
 )
 @guarded
 def spectrum(
-    y: Any, *, detrend: bool = True, min_period: float = 2.0, max_period: float | None = None
+    y: Any,
+    *,
+    detrend: bool = True,
+    min_period: float = 2.0,
+    max_period: float | None = None,
+    fs: float = 1.0,
 ) -> Result:
     """Dominant period (samples) of the periodogram, its power share, flatness and Fisher's g test.
 
@@ -61,16 +67,18 @@ def spectrum(
         detrend: Remove a least-squares line first (else only the mean).
         min_period: Shortest period searched, in samples (>= 2).
         max_period: Longest period searched (default n / 1.5, i.e. at least 1.5 cycles).
+        fs: Sampling frequency; frequencies are reported in its units (cycles per sample when 1,
+            Hz when the sampling rate is given in Hz). Periods stay in samples.
 
     Returns:
-        ``dominant_period`` (samples), ``dominant_freq`` (cycles/sample), ``power_share`` (share of
+        ``dominant_period`` (samples), ``dominant_freq`` (cycles per unit of ``fs``), ``power_share`` (share of
         non-DC power within +-1 bin of the peak), ``second_period`` (next highest separate peak, 0
         when none) and ``second_ratio`` (its power / peak power), ``spectral_flatness`` (geometric /
         arithmetic mean power, 1 = white), ``fisher_p`` (Fisher's g test p-value for the largest
-        bin), ``centroid_freq`` (power-weighted mean frequency).
+        bin), ``centroid_freq`` (power-weighted mean frequency, units of ``fs``).
     """
     x = as_series(y, 8)
-    if x is None:
+    if x is None or not float(fs) > 0:
         return None
     n = x.size
     d = prepare(x, bool(detrend))
@@ -117,13 +125,13 @@ def spectrum(
     return finish(
         {
             "dominant_period": 1.0 / fd,
-            "dominant_freq": fd,
+            "dominant_freq": fd * float(fs),
             "power_share": min(1.0, share),
             "second_period": second_period,
             "second_ratio": min(1.0, second_ratio),
             "spectral_flatness": min(1.0, flat),
             "fisher_p": fisher,
-            "centroid_freq": float(np.sum(f1 * p1) / tot),
+            "centroid_freq": float(np.sum(f1 * p1) / tot) * float(fs),
         }
     )
 
@@ -132,6 +140,7 @@ def spectrum(
     group="spectral",
     outputs=("band_power", "relative_band_power", "band_peak_freq", "band_db", "n_bins"),
     grid={"f_lo": (0.0, 0.02, 0.05, 0.1, 0.25), "f_hi": (0.02, 0.05, 0.1, 0.25, 0.5)},
+    numbers=("fs", "f_lo", "f_hi"),
 )
 @guarded
 def band_power(
@@ -180,6 +189,75 @@ def band_power(
             "band_peak_freq": peak,
             "band_db": 10.0 * np.log10(max(rel, 1e-12)),
             "n_bins": int(np.count_nonzero(sel)),
+        }
+    )
+
+
+def _band_sum(f: FloatArray, pw: FloatArray, lo: float, hi: float, fs: float) -> float:
+    sel = (f > 0) & (f >= lo) & ((f < hi) | ((f >= fs / 2 - 1e-12 * fs) & (hi >= fs / 2)))
+    return float(np.sum(pw[sel]))
+
+
+@primitive(
+    group="spectral",
+    outputs=("log_ratio", "log_excess", "share_1", "share_2"),
+    numbers=("fs", "lo1", "hi1", "k", "lo2", "hi2"),
+)
+@guarded
+def band_ratio(
+    y: Any,
+    *,
+    fs: float = 1.0,
+    lo1: float = 0.0,
+    hi1: float = 0.1,
+    k: float = 1.0,
+    lo2: float = 0.1,
+    hi2: float = 0.5,
+    detrend: bool = False,
+) -> Result:
+    """Power in band 1 against ``k`` times the power in band 2 (log scale), at sampling rate ``fs``.
+
+    Reads as the question "sampled at fs, is the power in [lo1, hi1) more than k times the power in
+    [lo2, hi2)?", which is also the order its numeric parameters are declared in.
+
+    Args:
+        y: Series.
+        fs: Sampling frequency (band edges are in its units, e.g. Hz).
+        lo1: Band 1 lower edge.
+        hi1: Band 1 upper edge (exclusive; the Nyquist bin counts when hi1 >= fs / 2).
+        k: Factor band 1 is compared against (> 0).
+        lo2: Band 2 lower edge.
+        hi2: Band 2 upper edge (exclusive, as hi1).
+        detrend: Remove a line before the periodogram (else only the mean).
+
+    Returns:
+        ``log_ratio`` (log band-1 power / band-2 power), ``log_excess`` (log_ratio - log k: positive
+        when band 1 holds more than k times band 2), ``share_1`` and ``share_2`` (each band's share of
+        the non-DC power). Abstains when a band is empty, above Nyquist or holds no power.
+    """
+    x = as_series(y, 8)
+    if x is None:
+        return None
+    fs, kk = float(fs), float(k)
+    bands = ((float(lo1), float(hi1)), (float(lo2), float(hi2)))
+    if not (fs > 0 and kk > 0) or any(not (0.0 <= lo < hi and lo < fs / 2) for lo, hi in bands):
+        return None
+    d = prepare(x, bool(detrend))
+    if d is None:
+        return None
+    f, pxx = signal.periodogram(d, fs=fs, detrend=False, scaling="density")
+    pw = pxx * (fs / x.size)
+    tot = float(np.sum(pw[f > 0]))
+    p1, p2 = (_band_sum(f, pw, lo, hi, fs) for lo, hi in bands)
+    if not (tot > 0 and p1 > 0 and p2 > 0):
+        return None
+    lr = float(np.log(p1 / p2))
+    return finish(
+        {
+            "log_ratio": lr,
+            "log_excess": lr - float(np.log(kk)),
+            "share_1": min(1.0, p1 / tot),
+            "share_2": min(1.0, p2 / tot),
         }
     )
 

@@ -36,6 +36,7 @@ def _p(v: Any) -> float:
         "mean_diff",
         "log_var_ratio",
         "log_mad_ratio",
+        "log_diff_sd_ratio",
         "ks_stat",
         "ks_p",
         "mw_auc",
@@ -71,7 +72,9 @@ def window_compare(
     Returns:
         ``level_gap_sigma`` ((mean2 - mean1) / pooled sd), ``mean_diff`` (units of y),
         ``log_var_ratio`` (log var2 / var1) and ``log_mad_ratio`` (log MAD2 / MAD1), both with the
-        floor added to numerator and denominator; ``ks_stat``/``ks_p`` (two-sample KS); ``mw_auc``
+        floor added to numerator and denominator; ``log_diff_sd_ratio`` (log sd of first differences,
+        window 2 over window 1: volatility that a slow level drift inside a window does not
+        inflate); ``ks_stat``/``ks_p`` (two-sample KS); ``mw_auc``
         (P(window2 > window1), ties count half) and ``mw_p`` (Mann-Whitney, asymptotic);
         ``levene_p`` (Brown-Forsythe, median-centred). Undefined p-values are 1.0.
     """
@@ -92,6 +95,7 @@ def window_compare(
     pooled = max(float(np.sqrt(((n1 - 1) * v1 + (n2 - 1) * v2) / (n1 + n2 - 2))), floor)
     diff = float(np.mean(s2) - np.mean(s1))
     f2 = floor * floor
+    d1, d2 = float(np.std(np.diff(s1))), float(np.std(np.diff(s2)))
     const = is_flat(np.concatenate((s1, s2)))
     if const:
         ks_stat, ks_p, auc, mw_p, lev_p = 0.0, 1.0, 0.5, 1.0, 1.0
@@ -107,6 +111,7 @@ def window_compare(
             "mean_diff": diff,
             "log_var_ratio": float(np.log((v2 + f2) / (v1 + f2))),
             "log_mad_ratio": float(np.log((mad_sigma(s2) + floor) / (mad_sigma(s1) + floor))),
+            "log_diff_sd_ratio": float(np.log((d2 + floor) / (d1 + floor))),
             "ks_stat": ks_stat,
             "ks_p": ks_p,
             "mw_auc": auc,

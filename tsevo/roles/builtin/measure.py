@@ -27,6 +27,7 @@ Feeding modes:
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -133,16 +134,43 @@ def _window_args(spec: Spec, q: Question, n: int) -> dict[str, int] | None:
     return dict(zip(names, vals, strict=True))
 
 
+def number_is_float(primitive: str, param: str) -> bool:
+    """Whether a parameter bound to a question number takes it as a float (else a positive int).
+
+    Parameters annotated ``float`` (a sampling rate, band edges, a factor) take any number >= 0;
+    everything else (``int``, ``int | float`` counts and windows) needs a positive whole number.
+    """
+    from tsevo.library.primitives import CATALOG
+
+    ps = CATALOG.get(primitive)
+    if ps is None:
+        return False
+    try:
+        p = inspect.signature(ps.fn).parameters.get(param)
+    except (TypeError, ValueError):
+        return False
+    ann = str(p.annotation) if p is not None else ""
+    return "float" in ann and "int" not in ann
+
+
 def _bind_numbers(spec: Spec, q: Question) -> dict[str, Any] | None:
-    """Parameters with values ``"#i"`` take the question's i-th number (a positive whole number)."""
+    """Parameters with values ``"#i"`` take the question's i-th number (see :func:`number_is_float`)."""
     nums = extract_numbers(q.question)
     out: dict[str, Any] = {}
     for k, v in spec.params:
         if isinstance(v, str) and v.startswith("#"):
             i = int(v[1:])
-            if i >= len(nums) or not float(nums[i]).is_integer() or nums[i] <= 0:
+            if i >= len(nums):
                 return None
-            out[k] = int(nums[i])
+            x = float(nums[i])
+            if number_is_float(spec.primitive, k):
+                if not (math.isfinite(x) and x >= 0):
+                    return None
+                out[k] = x
+                continue
+            if not x.is_integer() or x <= 0:
+                return None
+            out[k] = int(x)
         else:
             out[k] = v
     return out
@@ -270,16 +298,33 @@ def spec_source(specs: list[tuple[Spec, list[str]]], name: str = "tool", doc: st
         if s.mode == "primary":
             lines.append(f"    {r} = P.{s.primitive}(y{kws})")
         elif s.mode == "qnum":
-            idx = [int(v[1:]) for _, v in s.params if isinstance(v, str) and v.startswith("#")]
-            args = ", ".join(
-                f"{k}=int(nums[{v[1:]}])"
+            bound = {
+                k: (int(v[1:]), number_is_float(s.primitive, k))
+                for k, v in s.params
                 if isinstance(v, str) and v.startswith("#")
+            }
+            args = ", ".join(
+                (
+                    f"{k}=float(nums[{bound[k][0]}])"
+                    if bound[k][1]
+                    else f"{k}=int(nums[{bound[k][0]}])"
+                )
+                if k in bound
                 else f"{k}={_lit(v)}"
                 for k, v in s.params
             )
-            lines += [f"    if len(nums) < {max(idx) + 1}:", "        return None"]
-            for i in sorted(set(idx)):
-                lines += [f"    if nums[{i}] <= 0:", "        return None"]
+            lines += [
+                f"    if len(nums) < {max(i for i, _ in bound.values()) + 1}:",
+                "        return None",
+            ]
+            for i, flt in sorted(set(bound.values())):
+                if flt:
+                    lines += [f"    if not nums[{i}] >= 0:", "        return None"]
+                else:
+                    lines += [
+                        f"    if nums[{i}] <= 0 or nums[{i}] != int(nums[{i}]):",
+                        "        return None",
+                    ]
             lines.append(f"    {r} = P.{s.primitive}(y, {args})")
         elif s.mode in _WINDOW_ARGS:
             names = _WINDOW_ARGS[s.mode]

@@ -29,10 +29,11 @@ from tsevo.library.tool import Contract, Matcher, Scope, options_kind, question_
 
 from ..protocols import ContractCard, Dossier, Example
 from .measure import Spec, SpecCache
-from .rules import Row, cross_validate, fit_rule, train_accuracy, tune_margin
+from .rules import Row, cross_validate, fit_rule, separation, train_accuracy, tune_margin
 
 if TYPE_CHECKING:
     from tsevo.data import Question
+    from tsevo.library.primitives import PrimitiveSpec
 
 __all__ = ["MeasurementPlanner", "RankedMeasurement", "fit_matcher"]
 
@@ -50,6 +51,7 @@ class RankedMeasurement:
     cv_acc: float
     train_acc: float
     coverage: float
+    separation: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict."""
@@ -60,6 +62,7 @@ class RankedMeasurement:
             "cv_acc": round(self.cv_acc, 6),
             "train_acc": round(self.train_acc, 6),
             "coverage": round(self.coverage, 6),
+            "separation": round(self.separation, 6),
             "measurement": self.spec.describe(self.key),
         }
 
@@ -74,22 +77,31 @@ def _param_names(fn: Any) -> set[str]:
 _NUMBER_PARAMS = ("h", "level_window", "lag", "max_lag", "period", "m", "w", "window", "n_windows")
 
 
-def _number_bindings(fn: Any) -> list[tuple[tuple[str, Any], ...]]:
+def _number_bindings(ps: PrimitiveSpec) -> list[tuple[tuple[str, Any], ...]]:
     """Parameter bindings to the question's numbers.
 
-    Each count-like parameter binds to the first or the second number, and the first two such
-    parameters bind to the first two numbers together.
+    Each bindable parameter (a count-like keyword parameter, or one the primitive declares in
+    ``numbers``) binds alone to the first or the second number; the first two together bind to the
+    first two numbers; and a primitive declaring three or more ``numbers`` also binds them all, in
+    order, to the question's numbers in order (e.g. a sampling rate followed by band edges).
     """
     try:
-        params = [p for p in inspect.signature(fn).parameters.values() if p.kind == p.KEYWORD_ONLY]
+        params = [
+            p for p in inspect.signature(ps.fn).parameters.values() if p.kind == p.KEYWORD_ONLY
+        ]
     except (TypeError, ValueError):
         return []
-    names = [p.name for p in params if p.name in _NUMBER_PARAMS]
+    declared = [n for n in ps.numbers if any(p.name == n for p in params)]
+    names = declared + [
+        p.name for p in params if p.name in _NUMBER_PARAMS and p.name not in declared
+    ]
     out: list[tuple[tuple[str, Any], ...]] = []
     for n in names:
         out += [((n, "#0"),), ((n, "#1"),)]
     if len(names) >= 2:
         out.append(tuple(sorted(((names[0], "#0"), (names[1], "#1")))))
+    if len(declared) >= 3:
+        out.append(tuple(sorted((n, f"#{i}") for i, n in enumerate(declared))))
     return out
 
 
@@ -109,7 +121,7 @@ def enumerate_specs(modes: Sequence[str]) -> list[Spec]:
                 if v is None:
                     continue
                 variants.append(((pname, v),))
-        qvariants = _number_bindings(ps.fn)
+        qvariants = _number_bindings(ps)
         for mode in modes:
             if mode == "qnum":
                 if ps.arity == "single":
@@ -310,7 +322,7 @@ class MeasurementPlanner:
             return "label", "single", []
         okind, arity = _rows_kind(qs)
         rule_kind = _RULE_FOR_OPTIONS[okind]
-        screened: list[tuple[float, float, int, str, Spec, str, Any, list[Row]]] = []
+        screened: list[tuple[float, float, float, int, str, Spec, str, Any, list[Row]]] = []
         for spec in enumerate_specs(_modes(arity, qs)):
             vals = [self.cache.get(spec, q) for q in qs]
             present = [v for v in vals if v]
@@ -341,24 +353,32 @@ class MeasurementPlanner:
                     if rule is None:
                         continue
                     acc = train_accuracy(rule, rows)
+                    sep = separation(rule, rows)
                 except (ValueError, ArithmeticError, np.linalg.LinAlgError):
                     continue
                 cover = len(present) / len(qs)
                 screened.append(
-                    (acc, cover, len(spec.params), spec.describe(key), spec, key, rule, rows)
+                    (acc, sep, cover, len(spec.params), spec.describe(key), spec, key, rule, rows)
                 )
-        screened.sort(key=lambda s: (-s[0], -s[1], s[2], s[3]))
+        screened.sort(key=lambda s: (-s[0], -s[1], -s[2], s[3], s[4]))
         ranked: list[RankedMeasurement] = []
-        for acc, cover, _, _, spec, key, rule, rows in screened[: self.top_k]:
+        for acc, sep, cover, _, _, spec, key, rule, rows in screened[: self.top_k]:
             try:
                 cv = cross_validate(rule_kind, rows, key)
             except (ValueError, ArithmeticError, np.linalg.LinAlgError):
                 continue
             conf = round(min(0.99, max(0.05, cv)), 4)
             tuned = tune_margin(_replace(rule, confidence=conf), rows)
-            ranked.append(RankedMeasurement(spec, key, tuned, cv, acc, cover))
+            ranked.append(RankedMeasurement(spec, key, tuned, cv, acc, cover, sep))
+        # equal cross-validated readings: the widest class separation is the least likely fluke
         ranked.sort(
-            key=lambda r: (-r.cv_acc, -r.train_acc, len(r.spec.params), r.spec.describe(r.key))
+            key=lambda r: (
+                -r.cv_acc,
+                -r.separation,
+                -r.train_acc,
+                len(r.spec.params),
+                r.spec.describe(r.key),
+            )
         )
         # parameter variants that measure exactly the same values are one measurement: keep the
         # first, so later synthesis attempts try something genuinely different

@@ -32,6 +32,7 @@ __all__ = [
     "fit_rule",
     "net_gain",
     "norm_label",
+    "separation",
     "train_accuracy",
     "tune_margin",
 ]
@@ -202,6 +203,36 @@ def train_accuracy(rule: ReadingRule, rows: Sequence[Row]) -> float:
     return _acc(rule, rows)
 
 
+def separation(rule: ReadingRule, rows: Sequence[Row]) -> float:
+    """How widely a ``label`` rule's classes are separated on the rows (a tie-break, in [-1, 1]).
+
+    For each pair of adjacent classes the gap between the lower class's largest value and the upper
+    class's smallest one, in units of the values' interquartile range; the narrowest pair counts.
+    Negative when classes overlap. Among measurements that read the rows equally well, the one with
+    the widest gap is the least likely to be a coincidence of a few rows (the max-margin argument).
+    Other rule kinds return 0.
+    """
+    if rule.kind != "label":
+        return 0.0
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        if r.values and rule.key in r.values:
+            by.setdefault(norm_label(r.options[r.gold]), []).append(r.values[rule.key])
+    vals = [v for vs in by.values() for v in vs]
+    if len(vals) < 4:
+        return 0.0
+    q75, q25 = np.percentile(vals, [75, 25])
+    spread = float(q75 - q25) or float(np.std(vals)) or 1.0
+    gaps = [
+        (min(by[hi]) - max(by[lo])) / spread
+        for lo, hi in itertools.pairwise(rule.labels)
+        if by.get(lo) and by.get(hi)
+    ]
+    if not gaps:
+        return 0.0
+    return float(np.clip(min(gaps), -1.0, 1.0))
+
+
 HARM_WEIGHT = 2.0
 """A broken answer counts this many fixed ones when margins are tuned (harm is what a single score
 hides, so the builtin planner prefers abstaining over breaking right answers)."""
@@ -226,29 +257,51 @@ def net_gain(rule: ReadingRule, rows: Sequence[Row], harm_weight: float = HARM_W
     return net
 
 
-def tune_margin(rule: ReadingRule, rows: Sequence[Row]) -> ReadingRule:
+def _base_key(rule: ReadingRule) -> str:
+    return rule.prefix[:-1] if rule.kind == "extremum" else rule.key
+
+
+def _margin_grid(rule: ReadingRule, rows: Sequence[Row]) -> list[float] | None:
+    if rule.kind != "label":
+        return [0.02, 0.05, 0.1, 0.2, 0.3]
+    vals = [r.values[rule.key] for r in rows if r.values and rule.key in r.values]
+    if len(vals) < 4:
+        return None
+    q75, q25 = np.percentile(vals, [75, 25])
+    spread = float(q75 - q25) or float(np.std(vals)) or 1.0
+    return [round(g * spread, 10) for g in (0.0, 0.05, 0.1, 0.2, 0.35, 0.5)]
+
+
+def tune_margin(rule: ReadingRule, rows: Sequence[Row], k: int = 5) -> ReadingRule:
     """Widen the rule's abstain band where that avoids breaking answers the current library gets right.
 
     Candidate margins are scaled to the rule kind (cut-point bands in units of the values' spread for
-    ``label``; relative gaps for ``nearest_number`` and ``extremum``). The smallest margin with the
-    largest net gain on the rows wins.
+    ``label``; relative gaps for ``nearest_number`` and ``extremum``). Each margin is scored out of
+    fold: the rule is refitted on k-1 folds and its readings on the held-out fold count (fixed +1,
+    broken ``-HARM_WEIGHT``). In-sample cut points separate their own rows perfectly, so an in-sample
+    score would never see the near-cut readings that break answers on new questions. The smallest
+    margin with the largest out-of-fold net gain wins; the returned rule is the full fit with it.
     """
     from dataclasses import replace
 
-    if rule.kind == "label":
-        vals = [r.values[rule.key] for r in rows if r.values and rule.key in r.values]
-        if len(vals) < 4:
-            return rule
-        q75, q25 = np.percentile(vals, [75, 25])
-        spread = float(q75 - q25) or float(np.std(vals)) or 1.0
-        grid = [0.0, 0.05, 0.1, 0.2, 0.35, 0.5]
-        cands = [round(g * spread, 10) for g in grid]
-    else:
-        cands = [0.02, 0.05, 0.1, 0.2, 0.3]
+    grid = _margin_grid(rule, rows)
+    if grid is None:
+        return rule
+    k = min(k, len(rows))
+    folds = [_fold(r.qid, k) for r in rows] if k >= 2 else []
+    refits: list[tuple[ReadingRule, list[Row]]] = []
+    for f in range(k if folds else 0):
+        train = [r for r, g in zip(rows, folds, strict=True) if g != f]
+        test = [r for r, g in zip(rows, folds, strict=True) if g == f]
+        refit = fit_rule(rule.kind, train, _base_key(rule)) if test else None
+        if refit is not None:
+            refits.append((refit, test))
     best, best_net = rule, None
-    for m in cands:
-        trial = replace(rule, margin=m)
-        net = net_gain(trial, rows)
+    for m in grid:
+        if refits:
+            net = sum(net_gain(replace(refit, margin=m), test) for refit, test in refits)
+        else:
+            net = net_gain(replace(rule, margin=m), rows)
         if best_net is None or net > best_net:
-            best, best_net = trial, net
+            best, best_net = replace(rule, margin=m), net
     return best

@@ -1,0 +1,210 @@
+"""The builtin planner's statistics: number binding, out-of-fold margins, separation tie-breaks.
+
+Known-answer and behavioural tests for the pieces that decide which measurement a builtin tool
+uses and how boldly it reads it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tsevo.data import Question
+from tsevo.library.context import ToolInput
+from tsevo.library.primitives import CATALOG, primitive
+from tsevo.library.sandbox import Sandbox, check_source
+from tsevo.library.tool import ReadingRule
+from tsevo.roles.builtin.measure import Spec, number_is_float, spec_source, spec_values
+from tsevo.roles.builtin.planner import _number_bindings, enumerate_specs
+from tsevo.roles.builtin.rules import (
+    Row,
+    fit_rule,
+    net_gain,
+    separation,
+    tune_margin,
+)
+
+FS = 128.0
+
+
+def _two_tones(a1: float, f1: float, a2: float, f2: float, n: int = 512) -> np.ndarray:
+    t = np.arange(n) / FS
+    return a1 * np.sin(2 * np.pi * f1 * t) + a2 * np.sin(2 * np.pi * f2 * t + 0.3)
+
+
+def _band_question(y: np.ndarray, k: int = 3) -> Question:
+    return Question(
+        id="s",
+        source="t",
+        task="spectral",
+        question=(
+            f"The signal is sampled at {int(FS)} Hz. Is the power in the delta band (1 to 4 Hz) "
+            f"more than {k} times the power in the theta band (4 to 8 Hz)?"
+        ),
+        options=("yes", "no"),
+        series={"y": y},
+        primary=("y",),
+        gold=0,
+    )
+
+
+# ------------------------------------------------------------------ primitives with a sampling rate
+
+
+def test_band_ratio_known_answer() -> None:
+    # amplitude 2 at 2 Hz against amplitude 1 at 6 Hz: power ratio 4
+    y = _two_tones(2.0, 2.0, 1.0, 6.0)
+    r = CATALOG["band_ratio"].fn(y, fs=FS, lo1=1.0, hi1=4.0, k=3.0, lo2=4.0, hi2=8.0)
+    assert r is not None
+    assert r["log_ratio"] == pytest.approx(np.log(4.0), abs=0.05)
+    assert r["log_excess"] == pytest.approx(np.log(4.0 / 3.0), abs=0.05)
+    assert r["share_1"] + r["share_2"] == pytest.approx(1.0, abs=0.01)
+    swapped = CATALOG["band_ratio"].fn(y, fs=FS, lo1=4.0, hi1=8.0, k=1.0, lo2=1.0, hi2=4.0)
+    assert swapped is not None and swapped["log_ratio"] == pytest.approx(-r["log_ratio"])
+    # bands above Nyquist, empty bands and a non-positive factor abstain
+    assert CATALOG["band_ratio"].fn(y, fs=FS, lo1=70.0, hi1=80.0, lo2=1.0, hi2=4.0) is None
+    assert CATALOG["band_ratio"].fn(y, fs=FS, lo1=4.0, hi1=4.0, lo2=1.0, hi2=4.0) is None
+    assert CATALOG["band_ratio"].fn(y, fs=FS, lo1=1.0, hi1=4.0, k=0.0, lo2=4.0, hi2=8.0) is None
+
+
+def test_spectrum_reports_frequencies_in_units_of_the_sampling_rate() -> None:
+    y = _two_tones(1.0, 10.0, 0.1, 30.0)
+    hz = CATALOG["spectrum"].fn(y, fs=FS)
+    unit = CATALOG["spectrum"].fn(y)
+    assert hz is not None and unit is not None
+    assert hz["dominant_freq"] == pytest.approx(10.0, abs=0.2)
+    assert hz["dominant_freq"] == pytest.approx(unit["dominant_freq"] * FS)
+    assert hz["dominant_period"] == unit["dominant_period"]  # periods stay in samples
+    assert CATALOG["spectrum"].fn(y, fs=0.0) is None
+
+
+def test_registry_refuses_numbers_naming_unknown_parameters() -> None:
+    with pytest.raises(ValueError, match="unknown parameters"):
+
+        @primitive(group="test", outputs=("v",), numbers=("nope",))
+        def _bad_numbers_primitive(y: np.ndarray, *, fs: float = 1.0) -> dict[str, float]:
+            return {"v": 0.0}
+
+    assert "_bad_numbers_primitive" not in CATALOG
+
+
+# ------------------------------------------------------------------ binding question numbers
+
+
+def test_declared_numbers_bind_in_order_and_as_floats() -> None:
+    binds = _number_bindings(CATALOG["band_ratio"])
+    in_order = tuple(sorted((n, f"#{i}") for i, n in enumerate(CATALOG["band_ratio"].numbers)))
+    assert in_order in binds
+    assert (("fs", "#0"),) in binds
+    # count-like parameters keep their single and paired bindings
+    fc = _number_bindings(CATALOG["forecast"])
+    assert (("h", "#0"),) in fc and (("h", "#0"), ("level_window", "#1")) in fc
+    assert number_is_float("band_ratio", "fs") and number_is_float("band_ratio", "k")
+    assert not number_is_float("forecast", "h")
+    assert not number_is_float("rolling_profile", "w")  # int | float windows bind as counts
+    specs = {s.describe("log_excess") for s in enumerate_specs(["qnum"])}
+    assert "band_ratio.log_excess[qnum; fs=#0,hi1=#2,hi2=#5,k=#3,lo1=#1,lo2=#4]" in specs
+
+
+def test_bound_band_ratio_matches_the_primitive_inside_the_sandbox() -> None:
+    y = _two_tones(2.0, 2.0, 1.0, 6.0)
+    q = _band_question(y)
+    params = tuple(sorted((n, f"#{i}") for i, n in enumerate(CATALOG["band_ratio"].numbers)))
+    spec = Spec("band_ratio", "qnum", params)
+    vals = spec_values(spec, q)
+    direct = CATALOG["band_ratio"].fn(y, fs=FS, lo1=1.0, hi1=4.0, k=3.0, lo2=4.0, hi2=8.0)
+    assert vals is not None and direct is not None
+    assert vals["log_excess"] == pytest.approx(direct["log_excess"])
+    src = spec_source([(spec, ["log_excess"])])
+    assert "fs=float(nums[0])" in src and "k=float(nums[3])" in src
+    assert check_source(src).ok
+    with Sandbox() as sb:
+        (res,) = sb.run(src, [ToolInput.from_question(q)])
+    assert res.status == "ok" and res.outputs is not None
+    assert res.outputs["log_excess"] == pytest.approx(direct["log_excess"])
+    # a whole-number parameter refuses a fractional number; too few numbers abstain
+    frac = Question(
+        id="f",
+        source="t",
+        task="forecast",
+        question="Over the next 2.5 steps, higher or lower than the last 6?",
+        options=("higher", "lower"),
+        series={"y": y},
+        primary=("y",),
+        gold=0,
+    )
+    assert spec_values(Spec("forecast", "qnum", (("h", "#0"),)), frac) is None
+    short = Question(
+        id="g",
+        source="t",
+        task="spectral",
+        question="Sampled at 128 Hz: more delta than theta?",
+        options=("yes", "no"),
+        series={"y": y},
+        primary=("y",),
+        gold=0,
+    )
+    assert spec_values(spec, short) is None
+
+
+# ------------------------------------------------------------------ out-of-fold margins
+
+
+def _noisy_rows(seed: int, n: int = 120) -> list[Row]:
+    """Values in [-1, 1]: 'up' above 0, but labels are coin flips within 0.2 of the cut, where the
+    current library happens to be right; far from the cut the current library is wrong."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        x = float(rng.uniform(-1, 1))
+        near = abs(x) < 0.2
+        gold = int(rng.integers(2)) if near else int(x > 0)
+        current = gold if near else 1 - gold
+        rows.append(Row(f"r{seed}-{i}", {"v": x}, ("down", "up"), (), gold, current))
+    return rows
+
+
+def test_tuned_margin_abstains_near_the_cut_and_generalizes() -> None:
+    # where the cut lands inside the coin-flip zone varies with the sample, so judge over samples
+    fresh = _noisy_rows(99, 1000)
+    diffs, margins = [], []
+    for seed in range(8):
+        train = _noisy_rows(seed)
+        rule = fit_rule("label", train, "v")
+        assert rule is not None
+        tuned = tune_margin(rule, train)
+        margins.append(tuned.margin)
+        diffs.append(net_gain(tuned, fresh) - net_gain(rule, fresh))
+    assert sum(m > 0 for m in margins) >= 6
+    assert sum(diffs) > 0 and sum(d >= 0 for d in diffs) >= 6
+
+
+def test_clean_rows_keep_a_zero_margin() -> None:
+    rng = np.random.default_rng(3)
+    rows = []
+    for i in range(60):
+        x = float(rng.uniform(-1, 1))
+        gold = int(x > 0)
+        rows.append(Row(f"c{i}", {"v": x}, ("down", "up"), (), gold, 1 - gold))
+    rule = fit_rule("label", rows, "v")
+    assert rule is not None and tune_margin(rule, rows).margin == 0.0
+
+
+# ------------------------------------------------------------------ separation
+
+
+def test_separation_prefers_the_wider_gap() -> None:
+    def rows(gap: float) -> list[Row]:
+        out = []
+        for i in range(20):
+            up = i % 2
+            v = (1 + gap / 2 + i / 40) if up else -(1 + gap / 2 + i / 40)
+            out.append(Row(f"s{i}", {"v": v}, ("down", "up"), (), up))
+        return out
+
+    rule = ReadingRule("label", "v", (0.0,), ("down", "up"))
+    wide, narrow = separation(rule, rows(2.0)), separation(rule, rows(0.1))
+    assert wide > narrow > 0
+    overlap = [Row("o1", {"v": 1.5}, ("down", "up"), (), 0), *rows(0.1)]
+    assert separation(rule, overlap) < 0
+    assert separation(ReadingRule("extremum", prefix="d_", mode="min"), rows(1.0)) == 0.0
