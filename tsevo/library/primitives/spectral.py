@@ -33,6 +33,11 @@ def prepare(x: FloatArray, detrend: bool) -> FloatArray | None:
     return np.asarray(d, dtype=np.float64)
 
 
+def _band_mask(f: FloatArray, lo: float, hi: float, fs: float) -> Any:
+    """Non-DC frequency bins in [lo, hi); the Nyquist bin counts when hi reaches fs / 2."""
+    return (f > 0) & (f >= lo) & ((f < hi) | ((f >= fs / 2 - 1e-12 * fs) & (hi >= fs / 2)))
+
+
 @primitive(
     group="spectral",
     outputs=(
@@ -178,7 +183,7 @@ def band_power(
     tot = float(np.sum(pw[nz]))
     if not tot > 0:
         return None
-    sel = nz & (f >= lo) & ((f < hi) | ((f >= fs / 2 - 1e-12 * fs) & (hi >= fs / 2)))
+    sel = _band_mask(f, lo, hi, fs)
     bp = float(np.sum(pw[sel]))
     rel = bp / tot
     peak = float(f[sel][np.argmax(pw[sel])]) if sel.any() else lo
@@ -191,11 +196,6 @@ def band_power(
             "n_bins": int(np.count_nonzero(sel)),
         }
     )
-
-
-def _band_sum(f: FloatArray, pw: FloatArray, lo: float, hi: float, fs: float) -> float:
-    sel = (f > 0) & (f >= lo) & ((f < hi) | ((f >= fs / 2 - 1e-12 * fs) & (hi >= fs / 2)))
-    return float(np.sum(pw[sel]))
 
 
 @primitive(
@@ -248,7 +248,7 @@ def band_ratio(
     f, pxx = signal.periodogram(d, fs=fs, detrend=False, scaling="density")
     pw = pxx * (fs / x.size)
     tot = float(np.sum(pw[f > 0]))
-    p1, p2 = (_band_sum(f, pw, lo, hi, fs) for lo, hi in bands)
+    p1, p2 = (float(np.sum(pw[_band_mask(f, lo, hi, fs)])) for lo, hi in bands)
     if not (tot > 0 and p1 > 0 and p2 > 0):
         return None
     lr = float(np.log(p1 / p2))
