@@ -6,6 +6,8 @@ uses and how boldly it reads it.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -18,9 +20,12 @@ from tsevo.roles.builtin.measure import Spec, number_is_float, spec_source, spec
 from tsevo.roles.builtin.planner import _number_bindings, enumerate_specs
 from tsevo.roles.builtin.rules import (
     Row,
+    _fit_alternating,
+    cross_validate,
     fit_rule,
     net_gain,
     separation,
+    train_accuracy,
     tune_margin,
 )
 
@@ -208,3 +213,66 @@ def test_separation_prefers_the_wider_gap() -> None:
     overlap = [Row("o1", {"v": 1.5}, ("down", "up"), (), 0), *rows(0.1)]
     assert separation(rule, overlap) < 0
     assert separation(ReadingRule("extremum", prefix="d_", mode="min"), rows(1.0)) == 0.0
+
+
+# ------------------------------------------------------------------ alternating bands
+
+
+def _brute_alternating(pts: list[tuple[float, str]], segs: int) -> int:
+    srt = sorted(pts)
+    vals = [p[0] for p in srt]
+    n = len(srt)
+    pos = [i for i in range(1, n) if vals[i - 1] < vals[i]]
+    best = -1
+    for cuts in itertools.combinations(pos, segs - 1):
+        b = [0, *cuts, n]
+        for start in (0, 1):
+            hits = sum(
+                sum(1 for p in srt[b[k] : b[k + 1]] if p[1] == ("a", "b")[(start + k) % 2])
+                for k in range(segs)
+            )
+            best = max(best, hits)
+    return best
+
+
+def test_alternating_bands_are_the_exact_optimum() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(25):
+        n = int(rng.integers(16, 28))
+        vals = np.round(rng.normal(size=n), 1)  # ties on purpose: cuts only between distinct values
+        pts = [
+            (float(v), ("a", "b")[int(c)]) for v, c in zip(vals, rng.integers(0, 2, n), strict=True)
+        ]
+        rows = [
+            Row(str(i), {"k": v}, ("a", "b"), (), 0 if lab == "a" else 1)
+            for i, (v, lab) in enumerate(pts)
+        ]
+        for segs in (3, 4):
+            got = _fit_alternating(pts, ("a", "b"), "k", segs)
+            assert got is not None
+            hits, rule = got
+            assert hits == _brute_alternating(pts, segs)
+            assert train_accuracy(rule, rows) * n == pytest.approx(hits)
+            assert len(rule.bins) == segs - 1 and list(rule.bins) == sorted(rule.bins)
+
+
+def test_label_rule_reads_a_non_monotone_relation_only_when_it_clearly_pays() -> None:
+    # "lower" for moderate values, "higher" at both extremes
+    xs = np.linspace(-3, 3, 60)
+    rows = [
+        Row(f"u{i}", {"v": float(x)}, ("higher", "lower"), (), 0 if abs(x) > 1.5 else 1)
+        for i, x in enumerate(xs)
+    ]
+    rule = fit_rule("label", rows, "v")
+    assert rule is not None and rule.labels == ("higher", "lower", "higher")
+    assert train_accuracy(rule, rows) == 1.0
+    assert cross_validate("label", rows, "v") > 0.9
+    # a monotone relation with one stray row keeps its single cut
+    mono = [
+        Row(
+            f"m{i}", {"v": float(x)}, ("higher", "lower"), (), int(x < 0) if i != 5 else int(x >= 0)
+        )
+        for i, x in enumerate(xs)
+    ]
+    r2 = fit_rule("label", mono, "v")
+    assert r2 is not None and len(r2.bins) == 1

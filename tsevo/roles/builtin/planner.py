@@ -400,39 +400,47 @@ class MeasurementPlanner:
     def _combo(
         self, examples: Sequence[Example], ranked: Sequence[RankedMeasurement]
     ) -> dict[str, Any] | None:
+        """A calibration-tree request when a shallow tree reads the best measurement clearly better.
+
+        Two candidates: a tree on the best measurement alone (it can read a non-monotone relation,
+        e.g. "higher" at both ends and "lower" in between, that a cut-point label rule cannot),
+        and a tree on it with the next measurement that has its own output name. The better one
+        by cross-validated accuracy (the single feature on ties) is requested when it beats the
+        label rule by at least ``combo_gain``.
+        """
         from sklearn.model_selection import cross_val_score
         from sklearn.tree import DecisionTreeClassifier
 
-        if len(ranked) < 2 or ranked[0].rule.kind != "label":
+        if not ranked or ranked[0].rule.kind != "label":
             return None
         first = ranked[0]
         # a second measurement with its own output name (a tool returns one flat dict)
         second = next((r for r in ranked[1:] if r.key != first.key), None)
-        if second is None:
-            return None
-        qs = [e.question for e in examples]
-        X, y = [], []
-        for q in qs:
-            v1 = self.cache.get(first.spec, q) or {}
-            v2 = self.cache.get(second.spec, q) or {}
-            if first.key in v1 and second.key in v2 and q.gold is not None:
-                X.append([v1[first.key], v2[second.key]])
-                y.append(q.options[q.gold].strip().lower())
-        if len(X) < 10 or len(set(y)) < 2:
-            return None
-        folds = min(5, min(Counter(y).values()))
-        if folds < 2:
-            return None
-        tree = DecisionTreeClassifier(max_depth=2, random_state=0)
-        cv = float(np.mean(cross_val_score(tree, np.asarray(X), np.asarray(y), cv=folds)))
-        if cv < first.cv_acc + self.combo_gain:
+        best: tuple[float, list[RankedMeasurement]] | None = None
+        for feats in ([first], [first, second] if second is not None else None):
+            if feats is None:
+                continue
+            X, y = [], []
+            for e in examples:
+                q = e.question
+                vs = [self.cache.get(f.spec, q) or {} for f in feats]
+                if q.gold is not None and all(f.key in v for f, v in zip(feats, vs, strict=True)):
+                    X.append([v[f.key] for f, v in zip(feats, vs, strict=True)])
+                    y.append(q.options[q.gold].strip().lower())
+            if len(X) < 10 or len(set(y)) < 2:
+                continue
+            folds = min(5, min(Counter(y).values()))
+            if folds < 2:
+                continue
+            tree = DecisionTreeClassifier(max_depth=2, random_state=0)
+            cv = float(np.mean(cross_val_score(tree, np.asarray(X), np.asarray(y), cv=folds)))
+            if best is None or cv > best[0] + 1e-12:
+                best = (cv, feats)
+        if best is None or best[0] < first.cv_acc + self.combo_gain:
             return None
         return {
-            "features": [
-                {"spec": first.spec.to_dict(), "key": first.key},
-                {"spec": second.spec.to_dict(), "key": second.key},
-            ],
-            "cv_acc": round(cv, 6),
+            "features": [{"spec": f.spec.to_dict(), "key": f.key} for f in best[1]],
+            "cv_acc": round(best[0], 6),
         }
 
     def _narrow(
