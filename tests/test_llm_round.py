@@ -236,7 +236,9 @@ def test_every_fault_ends_in_retry_or_bounded_failure(first_run: dict[str, Any])
 def test_define_failure_marks_the_round_invalid(tmp_path: Path) -> None:
     suite = make_suite(8, seed=5)
     resp = BuiltinResponder(list(suite))
-    resp.inject("define", *[Fault.malformed() for _ in range(3)])
+    # one define call re-asks twice (3 replies); the engine tries it 3 times, each resent afresh
+    # because a reply judged invalid is never replayed within a run: 9 bad replies in all
+    resp.inject("define", *[Fault.malformed() for _ in range(9)])
     out = tmp_path / "invalid"
     with FakeOpenAIServer.llama_cpp(resp) as srv:
         res = evolve_llm(suite, ProtocolConfig(), _configs(srv.base_url), out=out, log=_quiet)

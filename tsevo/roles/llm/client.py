@@ -6,7 +6,12 @@ endpoint) and adds what a research run needs:
 * **Per-role configuration** (:class:`~tsevo.roles.llm.config.RoleConfigs`): all roles share one
   config unless overridden.
 * **Response cache** (:class:`~tsevo.roles.llm.cache.ResponseCache`): a hit makes no network call;
-  replay mode fails loudly on an unseen request.
+  replay mode fails loudly on an unseen request. Callers report whether a reply passed their
+  checks (:meth:`LLMClient.mark_reply`; :func:`json_call` does it for every reply): after an
+  invalid verdict the next identical request in the session gets the request's next *sample*
+  (fetched afresh and counted as a call in ``read_write`` mode, the recorded one in ``replay``
+  mode) instead of the known-bad reply, while a rerun walks the same samples with zero calls.
+  Concurrent identical requests are fetched once (the others wait and are served the reply).
 * **Capability detection by behaviour**, remembered per (base URL, model) and persisted in the
   cache file. JSON support: a tiny probe request tries ``response_format`` ``json_schema``, then
   ``json_object`` with a ``schema`` (the llama.cpp extension), then plain ``json_object``; the
@@ -34,16 +39,23 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, overload
 from urllib.parse import urlsplit, urlunsplit
 
 from .accounting import Accounting, Budget, Usage
-from .cache import CachedReply, ResponseCache, request_key
+from .cache import CachedReply, ResponseCache, request_key, sample_key
 from .config import LLMConfig, LLMError, RoleConfigs, api_key_from_env
-from .jsoncall import JsonReplyError, extract_json, with_json_contract
+from .jsoncall import (
+    JsonAttempt,
+    JsonCallMeta,
+    JsonReplyError,
+    extract_json,
+    with_json_contract,
+)
 from .prompts import load_prompt
 from .render import check_budget, estimate_message_tokens, estimate_tokens
 
@@ -133,6 +145,9 @@ class LLMReply:
         model: Model id the server reported.
         json_mode: JSON level used for the request (None without a schema or when cached).
         key: The request's cache key.
+        sample: Which sample of the request this reply is (0 unless an earlier reply to the
+            identical request was marked invalid in this session, see
+            :meth:`LLMClient.mark_reply`).
     """
 
     text: str
@@ -145,6 +160,7 @@ class LLMReply:
     model: str = ""
     json_mode: str | None = None
     key: str = ""
+    sample: int = 0
 
     @property
     def truncated(self) -> bool:
@@ -180,6 +196,14 @@ class _Caps:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclass
+class _Flight:
+    """Internal: the lock of one (request, sample) being fetched, and how many wait on it."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    waiting: int = 0
 
 
 class _FormatRejectedError(Exception):
@@ -280,6 +304,9 @@ class LLMClient:
         self._caps: dict[str, _Caps] = {}
         self._probe_locks: dict[str, threading.Lock] = {}
         self._rng = random.Random()
+        self._cursor_lock = threading.Lock()
+        self._cursor: dict[str, int] = {}
+        self._flights: dict[str, _Flight] = {}
         self._api_key = api_key_from_env()
         self.sleep: Callable[[float], None] = time.sleep
 
@@ -330,51 +357,74 @@ class LLMClient:
         check_budget(msgs, cfg.max_prompt_tokens)
         req = self._describe(cfg, msgs, schema)
         key = request_key(req)
-        if self.cache is not None and self.cache.mode != "off":
-            hit: CachedReply | None
-            if self.cache.mode == "replay":
-                hit = self.cache.require(key, f"role={role}, stage={stage}, model={cfg.model}")
-            else:
-                hit = self.cache.get(key)
-            if hit is not None:
-                self.accounting.record_cache_hit(role, stage)
-                return LLMReply(
-                    text=hit.text,
-                    parsed=_try_parse(hit.text, hit.finish_reason) if schema is not None else None,
-                    usage=hit.usage,
-                    cached=True,
-                    latency_s=0.0,
-                    attempts=0,
-                    finish_reason=hit.finish_reason,
-                    model=hit.model,
-                    key=key,
-                )
-        t0 = time.monotonic()
-        try:
-            resp, attempts, retries, level = self._send(cfg, msgs, schema)
-            text, usage, finish, model = self._unpack(resp, msgs)
-        except LLMCallError as e:
-            self.accounting.record_error(
-                role, stage, latency_s=time.monotonic() - t0, retries=e.retries
+        cache = self.cache
+        if cache is None or cache.mode == "off":
+            return self._fetch(role, stage, cfg, msgs, schema, req, key, 0)
+        sample = self.sample_index(key)
+        if cache.mode == "replay":
+            recorded = cache.require(
+                key, f"role={role}, stage={stage}, model={cfg.model}", sample=sample
             )
-            raise
-        latency = time.monotonic() - t0
-        self.budget.add_tokens(usage.total_tokens)
-        if self.cache is not None and self.cache.mode == "read_write":
-            self.cache.put(key, req, CachedReply(text, usage, finish, model))
-        self.accounting.record_call(role, stage, usage, latency_s=latency, retries=retries)
-        return LLMReply(
-            text=text,
-            parsed=_try_parse(text, finish) if schema is not None else None,
-            usage=usage,
-            cached=False,
-            latency_s=latency,
-            attempts=attempts,
-            finish_reason=finish,
-            model=model,
-            json_mode=level,
-            key=key,
-        )
+            return self._from_cache(role, stage, recorded, key, schema)
+        # one fetch per (request, sample) at a time: a concurrent identical request waits and is
+        # served the stored reply, so a replay sees exactly what the run saw
+        with self._single_flight(sample_key(key, sample)):
+            hit = cache.get(key, sample)
+            if hit is not None:
+                return self._from_cache(role, stage, hit, key, schema)
+            if sample:
+                log.info(
+                    "%s/%s: request %s had an invalid reply; asking afresh (sample %d)",
+                    role,
+                    stage,
+                    key[:12],
+                    sample,
+                )
+            return self._fetch(role, stage, cfg, msgs, schema, req, key, sample)
+
+    def mark_reply(self, reply: LLMReply | JsonAttempt, *, valid: bool) -> None:
+        """Record whether a reply passed the caller's checks.
+
+        :func:`~tsevo.roles.llm.jsoncall.json_call` calls this for every reply it validates. An
+        invalid verdict moves this client's session on to the request's next sample, so the next
+        identical request (an engine-level retry) is sent afresh in ``read_write`` mode (and
+        counted as a call) instead of being served the known-bad reply; in ``replay`` mode it is
+        served the next recorded sample. The verdict is stored with the reply (``read_write``
+        only) for inspection (:meth:`ResponseCache.verdicts`). A valid verdict keeps the sample:
+        identical requests reuse the reply for free, as before.
+
+        Args:
+            reply: A reply from :meth:`chat` (or a :class:`JsonAttempt`, which carries its key and
+                sample).
+            valid: The verdict.
+        """
+        key, sample = reply.key, reply.sample
+        if not key or self.cache is None or self.cache.mode == "off":
+            return
+        if not valid:
+            with self._cursor_lock:
+                if self._cursor.get(key, 0) <= sample:
+                    self._cursor[key] = sample + 1
+        if self.cache.mode == "read_write":
+            self.cache.mark(key, sample, valid=valid)
+
+    def reject(self, meta: JsonCallMeta) -> None:
+        """Mark a JSON call's accepted reply invalid after a check the call did not make.
+
+        For a caller (a role or the engine) that rejects a reply :func:`json_call` accepted, e.g.
+        categories that fail an engine-level rule: the retry of the identical call then gets a
+        fresh reply instead of the same one from the cache.
+
+        Args:
+            meta: The call's attempts (its last attempt is the accepted reply).
+        """
+        if meta.attempts and meta.attempts[-1].error is None:
+            self.mark_reply(meta.attempts[-1], valid=False)
+
+    def sample_index(self, key: str) -> int:
+        """The sample of request ``key`` this session serves next (0 until one is rejected)."""
+        with self._cursor_lock:
+            return self._cursor.get(key, 0)
 
     @overload
     def map(
@@ -476,6 +526,89 @@ class LLMClient:
         return f"LLMClient({clean_base_url(d.base_url)!r}, model={d.model!r}, cache={self.cache!r})"
 
     # ------------------------------------------------------------------ internals
+    @contextmanager
+    def _single_flight(self, skey: str) -> Iterator[None]:
+        with self._cursor_lock:
+            flight = self._flights.get(skey)
+            if flight is None:
+                flight = self._flights[skey] = _Flight()
+            flight.waiting += 1
+        try:
+            with flight.lock:
+                yield
+        finally:
+            with self._cursor_lock:
+                flight.waiting -= 1
+                if flight.waiting == 0:
+                    del self._flights[skey]
+
+    def _from_cache(
+        self,
+        role: str,
+        stage: str,
+        hit: CachedReply,
+        key: str,
+        schema: Mapping[str, Any] | None,
+    ) -> LLMReply:
+        self.accounting.record_cache_hit(role, stage)
+        return LLMReply(
+            text=hit.text,
+            parsed=_try_parse(hit.text, hit.finish_reason) if schema is not None else None,
+            usage=hit.usage,
+            cached=True,
+            latency_s=0.0,
+            attempts=0,
+            finish_reason=hit.finish_reason,
+            model=hit.model,
+            key=key,
+            sample=hit.sample,
+        )
+
+    def _fetch(
+        self,
+        role: str,
+        stage: str,
+        cfg: LLMConfig,
+        msgs: list[dict[str, str]],
+        schema: Mapping[str, Any] | None,
+        req: Mapping[str, Any],
+        key: str,
+        sample: int,
+    ) -> LLMReply:
+        """Send the request (a fresh call, budget and accounting included) and store the reply."""
+        if sample and cfg.seed is not None:
+            # a seeded server repeats itself on an identical request: draw the next sample
+            # with the next seed (recorded in the stored request description)
+            cfg = cfg.replace(seed=cfg.seed + sample)
+        t0 = time.monotonic()
+        try:
+            resp, attempts, retries, level = self._send(cfg, msgs, schema)
+            text, usage, finish, model = self._unpack(resp, msgs)
+        except LLMCallError as e:
+            self.accounting.record_error(
+                role, stage, latency_s=time.monotonic() - t0, retries=e.retries
+            )
+            raise
+        latency = time.monotonic() - t0
+        self.budget.add_tokens(usage.total_tokens)
+        if self.cache is not None and self.cache.mode == "read_write":
+            stored = dict(req) if not sample else {**req, "sample": sample, "seed": cfg.seed}
+            self.cache.put(key, stored, CachedReply(text, usage, finish, model, sample), sample)
+        self.accounting.record_call(role, stage, usage, latency_s=latency, retries=retries)
+        return LLMReply(
+            text=text,
+            parsed=_try_parse(text, finish) if schema is not None else None,
+            usage=usage,
+            cached=False,
+            latency_s=latency,
+            attempts=attempts,
+            finish_reason=finish,
+            model=model,
+            json_mode=level,
+            key=key,
+            sample=sample,
+        )
+
     def _role_config(self, role: str, params: Mapping[str, Any]) -> LLMConfig:
         unknown = set(params) - CHAT_PARAMS
         if unknown:

@@ -8,6 +8,12 @@ is given) and into ``response_format`` where the server supports it. The reply i
 validated with pydantic and an optional extra validator, and on failure re-asked with the error fed
 back (``retry_feedback`` asset), at most ``retries`` times. Every invalid reply is counted in the
 client's accounting; when all attempts fail, :class:`InvalidReply` carries each attempt.
+
+Every verdict is reported to the client (:meth:`LLMClient.mark_reply`), which stores it with the
+cached reply. An invalid reply is still cached (a rerun or a replay must answer the request that
+got it, and the re-ask that followed), but the client's session moves past it: when the caller
+asks the identical request again (the engine retrying a failed call), it gets a fresh reply, not
+the same invalid one from the cache.
 """
 
 from __future__ import annotations
@@ -153,6 +159,8 @@ class JsonAttempt:
         cached: Served from the response cache.
         usage: Tokens of the reply.
         finish_reason: The server's finish reason.
+        key: The request's cache key.
+        sample: Which sample of the request the reply was (see :meth:`LLMClient.mark_reply`).
     """
 
     text: str
@@ -160,6 +168,8 @@ class JsonAttempt:
     cached: bool
     usage: Usage
     finish_reason: str | None = None
+    key: str = ""
+    sample: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict."""
@@ -169,6 +179,8 @@ class JsonAttempt:
             "cached": self.cached,
             "usage": self.usage.to_dict(),
             "finish_reason": self.finish_reason,
+            "key": self.key,
+            "sample": self.sample,
         }
 
 
@@ -282,6 +294,12 @@ def json_call(
 ) -> tuple[M, JsonCallMeta]:
     """Ask for one JSON object that follows ``model_cls``; re-ask with the error on failure.
 
+    Every reply's verdict goes to :meth:`LLMClient.mark_reply`: after an invalid reply, an
+    identical call later in the session is sent afresh instead of replaying it from the cache.
+    A caller that rejects the accepted object for a reason ``validate`` did not check should pass
+    the check as ``validate`` (preferred: the model then gets the error fed back), or call
+    :meth:`LLMClient.reject` with the returned meta before retrying.
+
     Args:
         client: The LLM client.
         role: Calling role (accounting, per-role config).
@@ -311,8 +329,17 @@ def json_call(
     for i in range(retries + 1):
         reply = client.chat(role, stage, msgs, schema=schema, **params)
         parsed, error = _check(reply.text, reply.finish_reason, model_cls, validate)
+        client.mark_reply(reply, valid=parsed is not None)
         attempts.append(
-            JsonAttempt(reply.text, error, reply.cached, reply.usage, reply.finish_reason)
+            JsonAttempt(
+                reply.text,
+                error,
+                reply.cached,
+                reply.usage,
+                reply.finish_reason,
+                reply.key,
+                reply.sample,
+            )
         )
         if parsed is not None:
             return parsed, JsonCallMeta(tuple(attempts))

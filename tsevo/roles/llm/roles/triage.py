@@ -156,6 +156,11 @@ class LLMTriage:
         prompt, _shown = self.define_prompt(errors, max_categories)
 
         def validate(r: DefineReply) -> str | None:
+            # the engine's own checks, asked here so the model gets them fed back
+            if not r.categories:
+                return "give at least one category"
+            if any(not c.label.strip() for c in r.categories):
+                return "every category needs a non-empty label"
             if len(r.categories) > max_categories:
                 return (
                     f"you gave {len(r.categories)} categories; give at most {max_categories} "
