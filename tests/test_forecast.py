@@ -92,7 +92,27 @@ def test_quantiles_ordered_median_is_point_width_grows():
 def test_random_walk_and_white_noise_are_not_seasonal():
     rng = np.random.default_rng(3)
     assert fx.detect_period(rng.normal(size=300)) == 0
-    assert forecast(rng.normal(size=300), 8).method == "ses"
+    w = rng.normal(size=300)
+    fc = forecast(w, 8)
+    # white noise is forecast flat at its mean (AR(1) with phi near 0, or smoothing)
+    assert fc.method in ("ar1", "ses") and fc.period == 0
+    assert np.all(np.abs(fc.point[1:] - w.mean()) < 0.1)
+    assert forecast(np.cumsum(rng.normal(size=300)), 8).method == "ses"  # a random walk stays put
+
+
+def test_a_mean_reverting_series_is_forecast_back_towards_its_mean():
+    rng = np.random.default_rng(5)
+    e = rng.normal(size=400)
+    x = np.zeros(400)
+    for i in range(1, 400):
+        x[i] = 0.8 * x[i - 1] + e[i]
+    end = int(np.argmax(x[100:])) + 100  # stop at a high excursion
+    y = x[: end + 1] + 10.0
+    fc = forecast(y, 10)
+    assert fc.method == "ar1" and 0.6 < fc.params["phi"] < 0.95
+    assert y[-1] > fc.point[0] > fc.point[4] > fc.point[9] > y.mean() - 0.5
+    assert fc.point[9] - y.mean() < 0.25 * (y[-1] - y.mean())
+    # smoothing alone would have kept the forecast near the last value
     assert fx.detect_period(np.full(50, 2.0)) == 0
 
 

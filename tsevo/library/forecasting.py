@@ -19,7 +19,9 @@ requested quantile level. Two backends:
        (``ŷ = l + φb; l ← l + φb + αe; b ← φb + βe``) selected together with simple exponential
        smoothing (no trend) and Holt's linear trend (``φ = 1``) on a fixed grid of
        ``(α, β, φ)`` by ``n·log(MSE) + 2k`` over the one-step in-sample errors (``k`` = number of
-       fitted parameters incl. initial states; ties keep the simpler model).
+       fitted parameters incl. initial states; ties keep the simpler model), and against a
+       *mean-reverting AR(1)* around the sample mean scored the same way (it wins only on a
+       strictly lower criterion; smoothing cannot revert to a level).
     Quantiles: ``point + z_q · σ_k`` where ``z_q`` is the standard normal quantile, ``σ`` the
     robust scale (1.4826·MAD, falling back to the RMS) of the in-sample residuals, and ``σ_k``
     its growth with the horizon: ``σ·sqrt(m·(1 + m/T))`` for seasonal naive with drift
@@ -42,7 +44,7 @@ requested quantile level. Two backends:
 environment variable ``TSEVO_CHRONOS_MODEL``), otherwise the stat backend.
 
 Cache: results are keyed by (series hash, horizon, model key, quantile levels), where the model
-key is ``"stat-v1"`` or ``"chronos:<id>:<fingerprint of config.json and weights>"``. An in-memory
+key is ``"stat-v2"`` or ``"chronos:<id>:<fingerprint of config.json and weights>"``. An in-memory
 LRU (:data:`DEFAULT_CACHE_SIZE` entries) is always on; an on-disk folder of ``.npz`` files is
 used when configured with :func:`set_cache_dir` or ``$TSEVO_FORECAST_CACHE_DIR``, so a rerun in a
 new process (or a sandbox worker) is free. Disk writes are best effort (a read-only or
@@ -67,6 +69,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "AR1_MAX_PHI",
     "DEFAULT_CACHE_SIZE",
     "MAX_STAT_HISTORY",
     "STAT_MODEL_ID",
@@ -91,10 +94,12 @@ __all__ = [
 Backend = Literal["auto", "stat", "chronos"]
 FloatArray = npt.NDArray[np.float64]
 
-STAT_MODEL_ID = "stat-v1"
+STAT_MODEL_ID = "stat-v2"
 """Model key of the stat backend; bump it when the method changes (invalidates disk caches)."""
 MAX_STAT_HISTORY = 1024
 """The stat backend fits on at most this many most recent points."""
+AR1_MAX_PHI = 0.97
+"""Largest lag-1 coefficient for which the stat backend considers a mean-reverting AR(1)."""
 PERIOD_MIN_ACF = 0.3
 PERIOD_MIN_PROMINENCE = 0.3
 DEFAULT_CACHE_SIZE = 4096
@@ -119,7 +124,7 @@ class Forecast:
         point: Point path, shape ``(h,)`` (the median for chronos; the method's mean for stat).
         quantiles: Quantile level -> path of shape ``(h,)``; ordered across levels at every step.
         backend: ``"stat"`` or ``"chronos"``.
-        model: Model id: ``"stat-v1"``, a resolved local path or a hub id.
+        model: Model id: ``"stat-v2"``, a resolved local path or a hub id.
         method: What produced it (``"seasonal_naive_drift"``, ``"damped_trend"``, ``"holt"``,
             ``"ses"``, ``"naive"`` or the chronos pipeline class).
         period: Detected period used by the stat backend (0 when none / chronos).
@@ -440,6 +445,39 @@ def _ets_grid() -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
 _GRID = _ets_grid()
 
 
+def _ar1(
+    x: FloatArray, h: int, burn: int, scale2: float
+) -> tuple[FloatArray, FloatArray, dict[str, float], float] | None:
+    """Mean-reverting AR(1) around the sample mean, scored like the ETS grid.
+
+    ``x[t] - μ = φ·(x[t-1] - μ) + e`` with μ the mean and φ the lag-1 least-squares coefficient
+    (at least -0.99; no candidate above :data:`AR1_MAX_PHI`); the criterion ``m·log(MSE) + 2k`` (k = 2: μ and φ) uses the same
+    one-step errors after the same burn-in as the ETS grid. Exponential smoothing cannot revert to a
+    level (a damped trend damps the slope, not the level), so without this candidate a series that
+    ended far from its mean is forecast to stay there.
+    """
+    n = x.shape[0]
+    if n < 8:
+        return None
+    mu = float(np.mean(x))
+    xc = x - mu
+    den = float(np.dot(xc[:-1], xc[:-1]))
+    if den <= 0.0:
+        return None
+    phi = max(-0.99, float(np.dot(xc[1:], xc[:-1])) / den)
+    if phi > AR1_MAX_PHI:
+        return None  # near a unit root the sample mean is no level the series returns to
+    errs = xc[1:] - phi * xc[:-1]
+    m = max(n - 1 - burn, 1)
+    mse = max(float(np.sum(errs[burn:] ** 2)) / m, scale2 * 1e-20)
+    crit = m * float(np.log(mse)) + 2.0 * 2
+    ks = np.arange(1, h + 1)
+    point = mu + xc[-1] * phi**ks
+    sigma = _robust_scale(errs[burn:])
+    sd = sigma * np.sqrt(np.cumsum(phi ** (2 * (ks - 1))))
+    return point, sd, {"mu": mu, "phi": phi, "sigma": sigma}, crit
+
+
 def _ets(x: FloatArray, h: int) -> tuple[FloatArray, FloatArray, dict[str, float], str]:
     alpha, beta, phi, kpar = _GRID
     n = x.shape[0]
@@ -463,6 +501,9 @@ def _ets(x: FloatArray, h: int) -> tuple[FloatArray, FloatArray, dict[str, float
     mse = np.maximum(sse / m, scale2 * 1e-20)
     crit = m * np.log(mse) + 2.0 * kpar
     i = int(np.argmin(np.round(crit, 9)))
+    ar = _ar1(x, h, burn, scale2)
+    if ar is not None and round(ar[3], 9) < round(float(crit[i]), 9):
+        return ar[0], ar[1], ar[2], "ar1"
     a, bt, ph = float(alpha[i]), float(beta[i]), float(phi[i])
     ks = np.arange(1, h + 1)
     if ph > 0.0:
