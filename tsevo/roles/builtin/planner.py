@@ -253,7 +253,8 @@ class MeasurementPlanner:
         cache: Shared measurement cache (pass one to reuse measurements across buckets and rounds).
         top_k: Measurements kept for cross-validation after the train-accuracy screen.
         keep: Measurements listed in the card for the synthesizer.
-        combo_gain: Minimum CV gain for requesting a two-feature calibration tree.
+        combo_gain: Minimum CV gain for requesting a calibration tree.
+        combo_partners: Ranked measurements tried as the tree's second feature.
     """
 
     name = "builtin-measurement-planner"
@@ -264,11 +265,13 @@ class MeasurementPlanner:
         top_k: int = 16,
         keep: int = 6,
         combo_gain: float = 0.05,
+        combo_partners: int = 4,
     ) -> None:
         self.cache = cache if cache is not None else SpecCache()
         self.top_k = top_k
         self.keep = keep
         self.combo_gain = combo_gain
+        self.combo_partners = combo_partners
 
     # ------------------------------------------------------------------ search
     def prepare(self, dossiers: Sequence[Dossier], workers: int = 1) -> int:
@@ -402,24 +405,23 @@ class MeasurementPlanner:
     ) -> dict[str, Any] | None:
         """A calibration-tree request when a shallow tree reads the best measurement clearly better.
 
-        Two candidates: a tree on the best measurement alone (it can read a non-monotone relation,
+        Candidates: a tree on the best measurement alone (it can read a non-monotone relation,
         e.g. "higher" at both ends and "lower" in between, that a cut-point label rule cannot),
-        and a tree on it with the next measurement that has its own output name. The better one
-        by cross-validated accuracy (the single feature on ties) is requested when it beats the
-        label rule by at least ``combo_gain``.
+        and a tree on it with each other ranked measurement that has its own output name (a
+        second measurement can tell apart question kinds the first reads differently). The best
+        by cross-validated accuracy (the earlier candidate on ties, so the single feature first)
+        is requested when it beats the best label rule by at least ``combo_gain``.
         """
-        from sklearn.model_selection import cross_val_score
+        from sklearn.model_selection import StratifiedKFold
         from sklearn.tree import DecisionTreeClassifier
 
         if not ranked or ranked[0].rule.kind != "label":
             return None
         first = ranked[0]
-        # a second measurement with its own output name (a tool returns one flat dict)
-        second = next((r for r in ranked[1:] if r.key != first.key), None)
+        # partners: later measurements with their own output name (a tool returns one flat dict)
+        partners = [r for r in ranked[1:] if r.key != first.key][: self.combo_partners]
         best: tuple[float, list[RankedMeasurement]] | None = None
-        for feats in ([first], [first, second] if second is not None else None):
-            if feats is None:
-                continue
+        for feats in ([first], *([first, r] for r in partners)):
             X, y = [], []
             for e in examples:
                 q = e.question
@@ -432,8 +434,12 @@ class MeasurementPlanner:
             folds = min(5, min(Counter(y).values()))
             if folds < 2:
                 continue
-            tree = DecisionTreeClassifier(max_depth=2, random_state=0)
-            cv = float(np.mean(cross_val_score(tree, np.asarray(X), np.asarray(y), cv=folds)))
+            Xa, ya = np.asarray(X), np.asarray(y)
+            scores = []
+            for tr, te in StratifiedKFold(folds).split(Xa, ya):
+                tree = DecisionTreeClassifier(max_depth=2, random_state=0).fit(Xa[tr], ya[tr])
+                scores.append(float(np.mean(tree.predict(Xa[te]) == ya[te])))
+            cv = float(np.mean(scores))
             if best is None or cv > best[0] + 1e-12:
                 best = (cv, feats)
         if best is None or best[0] < first.cv_acc + self.combo_gain:
