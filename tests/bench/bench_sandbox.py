@@ -2,10 +2,17 @@
 
 Run with ``make bench`` (all benchmarks) or ``python -m tests.bench sandbox``. Goals from the
 issue: p95 <= 50 ms for a warm single call; batched time <= 2x in-process at >= 256 questions.
+
+Besides wall time it prints the CPU one batch costs in each process (this one, the worker, and
+the worker's forked children, including their fork and exit) and how much two busy processes slow
+each other down here: a batch's fixed process costs only overlap with its work when the machine
+has a free core.
 """
 
 from __future__ import annotations
 
+import os
+import resource
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -79,6 +86,59 @@ def best_time(fn: Callable[[], object], reps: int) -> float:
     return statistics.median(ts)
 
 
+def _worker_cpu(pid: int) -> tuple[float, float]:
+    """(CPU seconds of the worker itself, of its reaped children) from ``/proc``."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    utime, stime, cutime, cstime = (int(x) / tick for x in fields[11:15])
+    return utime + stime, cutime + cstime
+
+
+def _self_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def cpu_split(sb: Sandbox, inputs: Sequence[ToolInput], reps: int = 40) -> tuple[float, ...]:
+    """Mean CPU ms per batch: (this process, worker, worker's children), and wall ms."""
+    pid = int(sb.start()["pid"])
+    sb.run(SIMPLE, inputs)
+    p0, (w0, c0), t0 = _self_cpu(), _worker_cpu(pid), time.perf_counter()
+    for _ in range(reps):
+        sb.run(SIMPLE, inputs)
+    wall = time.perf_counter() - t0
+    time.sleep(0.2)
+    sb.run(SIMPLE, inputs[:1])  # reaps the finished children
+    time.sleep(0.2)
+    p1, (w1, c1) = _self_cpu(), _worker_cpu(pid)
+    return tuple(x * 1e3 / reps for x in (p1 - p0, w1 - w0, c1 - c0, wall))
+
+
+def parallel_slowdown() -> float:
+    """Wall time of two busy processes at once over one alone (1.0: two free cores)."""
+
+    def spin() -> None:
+        x = 0
+        for i in range(2_000_000):
+            x += i
+
+    t0 = time.perf_counter()
+    spin()
+    one = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    pids = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the forked spinner
+            spin()
+            os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    return (time.perf_counter() - t0) / one
+
+
 def main() -> None:
     """Measure and print the sandbox figures."""
     lim = SandboxLimits()
@@ -131,6 +191,15 @@ def main() -> None:
             )
         t_det = best_time(lambda: sb.run(SIMPLE, make_inputs(256), check_determinism=True), 5)
         print(f"batch 256 with check_determinism=True: {t_det * 1e3:.1f} ms")
+        batch = make_inputs(256)
+        t_ip = best_time(lambda: direct(batch), 9)
+        own, worker, children, wall = cpu_split(sb, batch)
+        print(
+            f"CPU per batch of 256 (back to back, wall {wall:.1f} ms): this process {own:.1f} ms, "
+            f"worker {worker:.1f} ms, its children {children:.1f} ms "
+            f"(in-process run: {t_ip * 1e3:.1f} ms)"
+        )
+    print(f"two busy processes take {parallel_slowdown():.2f}x the time of one on this machine")
 
 
 if __name__ == "__main__":

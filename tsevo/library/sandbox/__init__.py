@@ -42,16 +42,22 @@ The layers:
    (``memory_mb`` on top of the zygote), ``RLIMIT_FSIZE=0``, ``RLIMIT_NOFILE``, ``RLIMIT_CORE=0``,
    ``RLIMIT_CPU`` (the batch backstop: per-item CPU x items + 2 s), ``RLIMIT_NPROC=0`` when not
    root, ``PR_SET_NO_NEW_PRIVS`` and a parent-death signal, and runs each item under a per-item CPU
-   timer (``ITIMER_PROF``). The zygote SIGKILLs a child that misses the per-item wall-clock
-   deadline and gives the remaining items to a new child, so a runaway item costs only itself.
+   timer (``ITIMER_PROF``, armed once per run). Series samples reach children through one shared
+   memory region the parent writes and children can only read; results come back through a
+   per-child shared result buffer. Before each item the child records its index and start time,
+   so the zygote sleeps until that item's wall-clock deadline, SIGKILLs a child that misses it,
+   reads back every result the child finished and gives the remaining items to a new child: a
+   runaway item costs only itself. The spare child closes its descriptors, sets its limits and
+   warms up before a batch arrives.
    What these limits add over the first two layers: runaway code really stops (unlike a thread
    timeout), memory bombs fail with ``MemoryError`` instead of swapping the machine, writing file
    contents fails (``EFBIG``), opening many files fails, and nothing a tool does survives its batch
    (no state poisoning across calls). What they do not add: a filesystem or network boundary. Code
    that escaped layers 1-2 could still read files, create empty ones and open sockets; seccomp,
    Landlock or namespaces would be needed for that and are not used here.
-4. **Output contract** (:mod:`.contract`), checked in the parent on an inert JSON description the
-   child produced (the parent never unpickles tool-influenced data): ``None`` or a flat dict of at
+4. **Output contract** (:mod:`.contract`), checked in the parent on an inert description the child
+   produced, JSON or packed float64 values with their keys checked once per schema (the parent
+   never unpickles tool-influenced data): ``None`` or a flat dict of at
    most ``max_outputs`` identifier-like keys (<= 64 chars) with finite float/int/bool values; no
    strings, so no option text can be returned. With ``check_determinism=True`` each item runs twice
    in the same child and disagreeing runs are errors.

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import mmap
 import os
 import pickle
 import select
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -23,7 +26,15 @@ import numpy as np
 
 from tsevo.library.context import ToolInput
 
-from .contract import Outputs, canonical, check_encoded
+from . import worker as _w
+from .contract import (
+    MAX_INT_OUTPUT,
+    Outputs,
+    canonical,
+    check_encoded,
+    check_fast_values,
+    check_schema,
+)
 from .gate import GateReport, check_source
 
 __all__ = ["ErrorKind", "Sandbox", "SandboxError", "SandboxLimits", "Status", "ToolResult"]
@@ -120,7 +131,29 @@ def _error(qid: str, kind: ErrorKind, msg: str, ms: float = 0.0) -> ToolResult:
     return ToolResult(qid, "error", None, _clean(msg), kind, ms)
 
 
-_KILL_KINDS = {"timeout", "cpu", "memory", "exception"}
+_new_result = object.__new__
+
+
+def _result(qid: str, status: Status, outputs: Outputs | None, ms: float) -> ToolResult:
+    """A ToolResult without an error or covariates (the hot path of a batch).
+
+    Equal to ``ToolResult(qid, status, outputs, "", "", ms)``, built without the per-field
+    checks of a frozen dataclass.
+    """
+    r = _new_result(ToolResult)
+    r.__dict__.update(
+        qid=qid,
+        status=status,
+        outputs=outputs,
+        error="",
+        error_kind="",
+        elapsed_ms=ms,
+        covariates_read=(),
+    )
+    return r
+
+
+_KILL_KINDS = {"timeout", "cpu", "memory", "exception", "contract"}
 _RUN_KINDS = {"memory", "exception", "covariate"}
 
 
@@ -146,6 +179,16 @@ def _interpret_run(qid: str, rec: Any, lim: SandboxLimits) -> ToolResult:
     if outputs is None:
         return ToolResult(qid, "abstain", None, "", "", ms, cov)
     return ToolResult(qid, "ok", outputs, "", "", ms, cov)
+
+
+def _same(a: ToolResult, b: ToolResult) -> bool:
+    """Identical outcomes (cheap test before the rounding comparison of :func:`_signature`)."""
+    return (a.status, a.error_kind, a.error, a.outputs) == (
+        b.status,
+        b.error_kind,
+        b.error,
+        b.outputs,
+    )
 
 
 def _signature(r: ToolResult) -> tuple[Any, ...]:
@@ -180,6 +223,197 @@ def _interpret_item(qid: str, item: Any, lim: SandboxLimits, runs: int) -> ToolR
     return first
 
 
+class _Malformed(Exception):
+    """The result stream broke its format (a bug, or a child that escaped the lower layers)."""
+
+
+_Schema = tuple[list[str], str, struct.Struct, str]
+
+
+class _StreamDecoder:
+    """Parent side of the result stream (see :mod:`.worker`): bounds-checked, never unpickled.
+
+    Schemas are checked against the contract once each; every value of every result is checked
+    by :func:`~.contract.check_fast_values`.
+    """
+
+    def __init__(self, buf: bytes, lim: SandboxLimits, runs: int) -> None:
+        self.buf = memoryview(buf)
+        self.off = 0
+        self.lim = lim
+        self.runs = runs
+        self.schemas: dict[int, _Schema] = {}
+
+    def _json(self, n: int) -> Any:
+        end = self.off + n
+        if n > len(self.buf) - self.off:
+            raise _Malformed("truncated record")
+        data = bytes(self.buf[self.off : end])
+        self.off = end
+        try:
+            return json.loads(data)
+        except ValueError as e:
+            raise _Malformed("bad JSON record") from e
+
+    def item(self, idx: int, qid: str) -> ToolResult:
+        """Decode the record of item ``idx`` (after any schema records before it)."""
+        buf = self.buf
+        try:
+            while True:
+                tag = buf[self.off]
+                if tag != _w.TAG_SCHEMA:
+                    break
+                _, sid, n = _w.REC_SCHEMA.unpack_from(buf, self.off)
+                self.off += _w.REC_SCHEMA.size
+                desc = self._json(n)
+                if not isinstance(desc, dict) or not isinstance(desc.get("k"), list):
+                    raise _Malformed("bad schema")
+                keys = desc["k"]
+                why = check_schema(
+                    desc, max_outputs=self.lim.max_outputs, max_key_chars=self.lim.max_key_chars
+                )
+                codes = desc["t"] if not why else ""
+                self.schemas[sid] = (keys, codes, struct.Struct(f"<{len(keys)}d"), why)
+            if tag == _w.TAG_KILL:
+                _, i, n = _w.REC_KILL.unpack_from(buf, self.off)
+                self.off += _w.REC_KILL.size
+                if i != idx:
+                    raise _Malformed("item out of order")
+                return _interpret_item(qid, self._json(n), self.lim, self.runs)
+            if tag != _w.TAG_ITEM:
+                raise _Malformed("unknown record")
+            _, i, nruns = _w.REC_ITEM.unpack_from(buf, self.off)
+            self.off += _w.REC_ITEM.size
+            if i != idx or nruns != self.runs:
+                raise _Malformed("item out of order")
+            first = self._run(qid)
+            for _ in range(nruns - 1):
+                again = self._run(qid)
+                if _same(again, first):
+                    continue
+                if _signature(again) != _signature(first):
+                    return ToolResult(
+                        qid,
+                        "error",
+                        None,
+                        f"two runs disagree: {_brief(first)} vs {_brief(again)}",
+                        "nondeterministic",
+                        first.elapsed_ms,
+                        first.covariates_read,
+                    )
+            return first
+        except (IndexError, struct.error) as e:
+            raise _Malformed("truncated record") from e
+
+    def bulk(self, idx: int, qids: Sequence[str]) -> list[ToolResult]:
+        """Decode a run of uniform records (one run each, the same schema) at once, or none.
+
+        The common stream is thousands of records of one layout; numpy checks their headers
+        and values column by column. The run stops before the first record that differs or
+        breaks the contract, which the per-item path then decodes (with its exact message).
+        """
+        buf, off = self.buf, self.off
+        if self.runs != 1 or len(buf) - off < _BULK_MIN * 17:
+            return []
+        if buf[off] != _w.TAG_ITEM or buf[off + 5] != 1 or buf[off + 6] != _w.RUN_FAST:
+            return []
+        sid = int.from_bytes(buf[off + 7 : off + 9], "little")
+        sch = self.schemas.get(sid)
+        if sch is None or sch[3]:
+            return []
+        keys, codes, _, _ = sch
+        dt = _bulk_dtype(len(keys))
+        m = min(len(qids) - idx, (len(buf) - off) // dt.itemsize)
+        if m < _BULK_MIN:
+            return []
+        arr = np.frombuffer(buf, dtype=dt, count=m, offset=off)
+        ok = (
+            (arr["tag"] == _w.TAG_ITEM)
+            & (arr["nr"] == 1)
+            & (arr["kind"] == _w.RUN_FAST)
+            & (arr["sid"] == sid)
+            & (arr["i"] == np.arange(idx, idx + m, dtype=np.uint32))
+        )
+        vals = arr["v"]
+        cols: list[np.ndarray] = []
+        for j, code in enumerate(codes):
+            col = vals[:, j]
+            if code == "f":
+                ok &= np.isfinite(col)
+            elif code == "i":
+                ok &= np.isfinite(col) & (np.abs(col) <= MAX_INT_OUTPUT)
+                ok &= col == np.round(col)
+            else:
+                ok &= (col == 0.0) | (col == 1.0)
+            cols.append(col)
+        n = m if ok.all() else int(np.argmin(ok))
+        if n < _BULK_MIN:
+            return []
+        lists: list[list[Any]] = []
+        for code, col in zip(codes, cols, strict=True):
+            col = col[:n]
+            if code == "f":
+                lists.append(col.tolist())
+            elif code == "i":
+                lists.append(col.astype(np.int64).tolist())
+            else:
+                lists.append((col == 1.0).tolist())
+        ms = arr["ms"][:n].tolist()
+        self.off = off + n * dt.itemsize
+        return [
+            _result(qid, "ok", dict(zip(keys, row, strict=True)), t)
+            for qid, row, t in zip(qids[idx : idx + n], zip(*lists, strict=True), ms, strict=True)
+        ]
+
+    def _run(self, qid: str) -> ToolResult:
+        buf = self.buf
+        kind = buf[self.off]
+        if kind == _w.RUN_FAST:
+            _, sid, ms = _w.RUN_FAST_HEAD.unpack_from(buf, self.off)
+            self.off += _w.RUN_FAST_HEAD.size
+            sch = self.schemas.get(sid)
+            if sch is None:
+                raise _Malformed("unknown schema")
+            keys, codes, packer, why = sch
+            vals = packer.unpack_from(buf, self.off)
+            self.off += packer.size
+            if why:
+                return ToolResult(qid, "error", None, why, "contract", ms)
+            outputs, why = check_fast_values(keys, codes, vals)
+            if why:
+                return ToolResult(qid, "error", None, why, "contract", ms)
+            return _result(qid, "ok", outputs, ms)
+        if kind == _w.RUN_NONE:
+            _, ms = _w.RUN_NONE_REC.unpack_from(buf, self.off)
+            self.off += _w.RUN_NONE_REC.size
+            return _result(qid, "abstain", None, ms)
+        if kind == _w.RUN_JSON:
+            _, n = _w.RUN_JSON_HEAD.unpack_from(buf, self.off)
+            self.off += _w.RUN_JSON_HEAD.size
+            return _interpret_run(qid, self._json(n), self.lim)
+        raise _Malformed("unknown run record")
+
+
+_BULK_MIN = 8
+"""Shortest run of uniform records decoded with numpy (shorter runs go item by item)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _bulk_dtype(k: int) -> np.dtype[Any]:
+    """The packed layout of one single-run fast item record with ``k`` values."""
+    return np.dtype(
+        [
+            ("tag", "u1"),
+            ("i", "<u4"),
+            ("nr", "u1"),
+            ("kind", "u1"),
+            ("sid", "<u2"),
+            ("ms", "<f8"),
+            ("v", "<f8", (k,)),
+        ]
+    )
+
+
 def _brief(r: ToolResult) -> str:
     if r.status == "ok":
         return json.dumps(r.outputs, sort_keys=True)[:150]
@@ -203,6 +437,7 @@ class _Worker:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         paths = [p or os.getcwd() for p in sys.path if isinstance(p, str)]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        self.memfd, self.window = _inputs_window()
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from tsevo.library.sandbox.worker import main; main()"],
             stdin=subprocess.PIPE,
@@ -211,15 +446,18 @@ class _Worker:
             env=env,
             start_new_session=True,
             close_fds=True,
+            pass_fds=() if self.memfd is None else (self.memfd,),
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.wfd = self.proc.stdin.fileno()
         self.rfd = self.proc.stdout.fileno()
+        _w.grow_pipe(self.wfd)
         self._buf = b""
-        self._finalizer = weakref.finalize(self, _kill_group, self.proc)
+        self._finalizer = weakref.finalize(self, _kill_group, self.proc, self.memfd, self.window)
+        self.window_used = 0
         try:
-            self.send({"preload": list(preload)})
-            hello = self.receive(time.monotonic() + startup_timeout_s)
+            self.send({"preload": list(preload), "inputs_fd": self.memfd})
+            hello = json.loads(self.receive(time.monotonic() + startup_timeout_s))
         except (OSError, TimeoutError, EOFError) as e:
             self.kill()
             raise SandboxError(f"sandbox worker failed to start: {e}") from e
@@ -229,6 +467,16 @@ class _Worker:
             raise SandboxError(f"sandbox worker failed to start: {err}")
         self.info: dict[str, Any] = hello
         self.primitive_names: frozenset[str] = frozenset(hello.get("primitives", ()))
+        if not hello.get("inputs_window"):
+            self.window = None  # the worker could not map it: samples go inline
+
+    def release_window(self) -> None:
+        """Give back the memory of the inputs window after a large batch (between batches)."""
+        if self.memfd is not None and self.window_used > _WINDOW_KEEP_BYTES:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.memfd, 0)
+                os.ftruncate(self.memfd, _w.INPUT_WINDOW)
+            self.window_used = 0
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -257,12 +505,13 @@ class _Worker:
                 raise EOFError("sandbox worker exited")
             self._buf += chunk
 
-    def receive(self, deadline: float) -> Any:
+    def receive(self, deadline: float) -> bytes:
+        """The next frame from the worker (raw bytes)."""
         self._fill(4, deadline)
         n = int.from_bytes(self._buf[:4], "big")
         self._fill(4 + n, deadline)
         payload, self._buf = self._buf[4 : 4 + n], self._buf[4 + n :]
-        return json.loads(payload)
+        return payload
 
     def kill(self) -> None:
         self._finalizer()
@@ -276,7 +525,9 @@ class _Worker:
         self.kill()
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(
+    proc: subprocess.Popen[bytes], memfd: int | None = None, window: mmap.mmap | None = None
+) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -285,12 +536,44 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         if f is not None:
             with contextlib.suppress(OSError):
                 f.close()
+    if window is not None:
+        with contextlib.suppress(BufferError, ValueError):
+            window.close()
+    if memfd is not None:
+        with contextlib.suppress(OSError):
+            os.close(memfd)
 
 
-def _wire_inputs(inputs: Sequence[ToolInput]) -> dict[str, Any]:
+_WINDOW_KEEP_BYTES = 64 << 20
+"""Inputs-window memory kept between batches; a larger batch's pages are released after it."""
+
+
+def _inputs_window() -> tuple[int | None, mmap.mmap | None]:
+    """A memfd of :data:`~.worker.INPUT_WINDOW` bytes (sparse) and the parent's mapping of it."""
+    try:
+        fd = os.memfd_create("tsevo-sandbox-inputs", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return None, None
+    try:
+        os.ftruncate(fd, _w.INPUT_WINDOW)
+        return fd, mmap.mmap(fd, _w.INPUT_WINDOW)
+    except (OSError, ValueError):  # pragma: no cover - no room for the mapping
+        os.close(fd)
+        return None, None
+
+
+def wire_inputs(inputs: Sequence[ToolInput], window: mmap.mmap | None = None) -> dict[str, Any]:
     """Pack inputs for the worker: metadata tuples plus all samples in one float64 buffer.
 
     One buffer instead of one pickled array per series keeps serialization cost per question low.
+
+    Args:
+        inputs: The questions' tool inputs.
+        window: The shared inputs window; when given and large enough, the samples are written
+            there (``"flat": None``, ``"size"``: sample count) instead of into the message.
+
+    Returns:
+        ``{"meta": [...], "flat": array | None, "size": int}``.
     """
     meta: list[tuple[Any, ...]] = []
     chunks: list[np.ndarray] = []
@@ -313,8 +596,14 @@ def _wire_inputs(inputs: Sequence[ToolInput]) -> dict[str, Any]:
                 tuple(inp.candidates),
             )
         )
+    if window is not None and off * 8 <= len(window):
+        if chunks:
+            dst = np.frombuffer(window, dtype=np.float64, count=off)
+            np.concatenate(chunks, out=dst)
+            del dst
+        return {"meta": meta, "flat": None, "size": off}
     flat = np.concatenate(chunks) if chunks else np.zeros(0)
-    return {"meta": meta, "flat": flat}
+    return {"meta": meta, "flat": flat, "size": off}
 
 
 class Sandbox:
@@ -432,23 +721,27 @@ class Sandbox:
             lim = self.limits
             limits = asdict(lim)
             head = {"op": "run", "n": len(inputs), "runs": runs, "limits": limits}
-            payload = pickle.dumps(
-                {
-                    "source": source,
-                    "function": report.function_name,
-                    "inputs": _wire_inputs(inputs),
-                    "runs": runs,
-                    "limits": limits,
-                },
-                protocol=pickle.HIGHEST_PROTOCOL,
-            )
             budget = 10.0 + len(inputs) * runs * (lim.wall_s_per_item + 0.05)
-            resp: Any = None
+            resp = b""
             for attempt in range(2):
                 w = self._ensure_worker()
+                wired = wire_inputs(inputs, w.window)
+                if wired["flat"] is None:
+                    w.window_used = max(w.window_used, 8 * wired["size"])
+                payload = pickle.dumps(
+                    {
+                        "source": source,
+                        "function": report.function_name,
+                        "inputs": wired,
+                        "runs": runs,
+                        "limits": limits,
+                    },
+                    protocol=pickle.HIGHEST_PROTOCOL,
+                )
                 try:
                     w.send(head, payload)
                     resp = w.receive(time.monotonic() + budget)
+                    w.release_window()
                     break
                 except TimeoutError:
                     w.kill()
@@ -463,13 +756,41 @@ class Sandbox:
                             _error(inp.qid, "exception", f"the sandbox worker died: {e}")
                             for inp in inputs
                         ]
-            if not isinstance(resp, dict) or not resp.get("ok"):
-                err = resp.get("error") if isinstance(resp, dict) else "malformed answer"
+            if resp[:1] != b"B":
+                answer: Any = None
+                with contextlib.suppress(ValueError):
+                    answer = json.loads(resp)
+                err = answer.get("error") if isinstance(answer, dict) else "malformed answer"
                 return [_error(inp.qid, "exception", f"sandbox: {err}") for inp in inputs]
-            items = resp.get("items")
-            if not isinstance(items, list) or len(items) != len(inputs):
-                return [_error(inp.qid, "exception", "sandbox: malformed answer") for inp in inputs]
-            return [
-                _interpret_item(inp.qid, item, lim, runs)
-                for inp, item in zip(inputs, items, strict=True)
-            ]
+            return _decode(resp[1:], inputs, lim, runs)
+
+
+def _decode(
+    stream: bytes, inputs: Sequence[ToolInput], lim: SandboxLimits, runs: int
+) -> list[ToolResult]:
+    """One ToolResult per input from the worker's result stream.
+
+    A stream that breaks its format marks the items from the first bad record on as errors.
+    """
+    dec = _StreamDecoder(stream, lim, runs)
+    out: list[ToolResult] = []
+    qids = [inp.qid for inp in inputs]
+    n = len(qids)
+    idx = 0
+    skip_bulk = 0
+    try:
+        while idx < n:
+            if skip_bulk <= 0:
+                got = dec.bulk(idx, qids)
+                if got:
+                    out.extend(got)
+                    idx += len(got)
+                    continue
+                skip_bulk = _BULK_MIN  # not uniform here: go item by item for a while
+            out.append(dec.item(idx, qids[idx]))
+            idx += 1
+            skip_bulk -= 1
+    except Exception as e:  # any failure to parse untrusted bytes means a malformed stream
+        why = f"malformed result from the sandbox ({e if isinstance(e, _Malformed) else type(e).__name__})"
+        out.extend(_error(inp.qid, "exception", why) for inp in inputs[len(out) :])
+    return out
