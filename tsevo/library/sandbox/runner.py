@@ -211,16 +211,21 @@ def _interpret_item(qid: str, item: Any, lim: SandboxLimits, runs: int) -> ToolR
     for rec in recs[1:]:
         again = _interpret_run(qid, rec, lim)
         if _signature(again) != _signature(first):
-            return ToolResult(
-                qid,
-                "error",
-                None,
-                f"two runs disagree: {_brief(first)} vs {_brief(again)}",
-                "nondeterministic",
-                first.elapsed_ms,
-                first.covariates_read,
-            )
+            return _disagree(qid, first, again)
     return first
+
+
+def _disagree(qid: str, first: ToolResult, again: ToolResult) -> ToolResult:
+    """The error for an item whose two runs (``check_determinism``) returned different results."""
+    return ToolResult(
+        qid,
+        "error",
+        None,
+        f"two runs disagree: {_brief(first)} vs {_brief(again)}",
+        "nondeterministic",
+        first.elapsed_ms,
+        first.covariates_read,
+    )
 
 
 class _Malformed(Exception):
@@ -292,15 +297,7 @@ class _StreamDecoder:
                 if _same(again, first):
                     continue
                 if _signature(again) != _signature(first):
-                    return ToolResult(
-                        qid,
-                        "error",
-                        None,
-                        f"two runs disagree: {_brief(first)} vs {_brief(again)}",
-                        "nondeterministic",
-                        first.elapsed_ms,
-                        first.covariates_read,
-                    )
+                    return _disagree(qid, first, again)
             return first
         except (IndexError, struct.error) as e:
             raise _Malformed("truncated record") from e
