@@ -276,3 +276,63 @@ def test_label_rule_reads_a_non_monotone_relation_only_when_it_clearly_pays() ->
     ]
     r2 = fit_rule("label", mono, "v")
     assert r2 is not None and len(r2.bins) == 1
+
+
+# ------------------------------------------------------------------ word-conditioned extremum
+
+
+def _cand_rows(n: int = 40) -> list[Row]:
+    """Candidate questions: the most correlated candidate is gold, unless the question says
+    "mirrors" (then the least correlated one is)."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(n):
+        scores = {c: float(rng.uniform(-1, 1)) for c in "ABC"}
+        mirrored = i % 2 == 0
+        pick = (min if mirrored else max)(scores, key=scores.__getitem__)
+        text = (
+            "Which candidate mirrors the reference?"
+            if mirrored
+            else "Which candidate copies the reference?"
+        )
+        opts = ("Series A", "Series B", "Series C")
+        rows.append(
+            Row(
+                f"c{i}",
+                {f"corr_{c}": v for c, v in scores.items()},
+                opts,
+                ("A", "B", "C"),
+                "ABC".index(pick),
+                question=text,
+            )
+        )
+    return rows
+
+
+def test_extremum_rule_learns_the_word_that_flips_it() -> None:
+    rows = _cand_rows()
+    rule = fit_rule("extremum", rows, "corr")
+    assert rule is not None and rule.invert_words in (("mirrors",), ("copies",))
+    assert train_accuracy(rule, rows) >= 0.95  # the 2% margin may abstain on a near tie
+    assert cross_validate("extremum", rows, "corr") >= 0.9
+    plain = ReadingRule("extremum", prefix="corr_", mode=rule.mode)
+    assert train_accuracy(plain, rows) < 0.7
+    # the rule round-trips, names its word for a reader, and only extremum rules may carry one
+    assert ReadingRule.from_dict(rule.to_dict()) == rule
+    assert "when the question says" in rule.describe()
+    assert "invert_words" not in plain.to_dict()  # rules without words serialize as before
+    with pytest.raises(ValueError):
+        ReadingRule("label", "v", (0.0,), ("a", "b"), invert_words=("x",))
+    with pytest.raises(ValueError):
+        ReadingRule("extremum", prefix="d_", invert_words=("Mirrors",))
+
+
+def test_apply_rule_inverts_only_when_the_question_names_the_word() -> None:
+    from tsevo.library.reading import apply_rule
+
+    rule = ReadingRule("extremum", prefix="c_", mode="max", invert_words=("mirrors",))
+    outs = {"c_A": 0.9, "c_B": -0.8, "c_C": 0.1}
+    opts = ("Series A", "Series B", "Series C")
+    assert apply_rule(rule, outs, opts, ("A", "B", "C"), "Which one copies it?").option == 0
+    assert apply_rule(rule, outs, opts, ("A", "B", "C"), "Which one MIRRORS it?").option == 1
+    assert apply_rule(rule, outs, opts, ("A", "B", "C")).option == 0  # no text: no inversion

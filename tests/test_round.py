@@ -401,7 +401,9 @@ def test_deployed_library_on_disk_is_the_accepted_rounds_library(main: rf.Run):
 
 
 # --------------------------------------------------------------------------- 3. residual chain
-def _check_chain(rec: AnswerRecord) -> None:
+def _check_chain(rec: AnswerRecord, targets: dict[str, str] | None = None) -> None:
+    """Chain invariants; ``targets`` maps lifecycle artifact ids to the tool they amend."""
+    targets = targets or {}
     prev = rec.base_answer
     for s in rec.steps:
         assert s.answer_in == prev, rec.qid
@@ -411,7 +413,11 @@ def _check_chain(rec: AnswerRecord) -> None:
             assert not ok
         if s.answer_out != s.answer_in:
             assert s.decision == "replace" and ok, f"{rec.qid}: answer changed without a tool"
-            assert s.responsible and set(s.responsible) <= set(s.shortlisted)
+            # the tools that read the evidence, plus artifacts that amended one of them
+            ran = [t for t in s.responsible if t in s.shortlisted]
+            assert ran, rec.qid
+            for t in s.responsible:
+                assert t in s.shortlisted or targets.get(t) in ran, (rec.qid, t)
         if s.decision != "replace":
             assert s.answer_out == s.answer_in
         prev = s.answer_out
@@ -422,12 +428,24 @@ def _check_chain(rec: AnswerRecord) -> None:
 
 def test_residual_chain_invariants_on_every_stored_record(main: rf.Run):
     gold = {q.id: q.gold for q in main.suite}
+    # lifecycle artifacts of every library the run stored, and of every prefilter candidate
+    tools = [
+        t
+        for lib_json in sorted(main.path.rglob("library.json"))
+        for st in Library.load(lib_json.parent).stages
+        for t in st.tools
+    ]
+    targets = {t.id: t.target for t in tools if t.target}
+    for m in sorted(main.path.glob("rounds/r*/candidates/*/meta.json")):
+        d = json.loads(m.read_text())["tool"]
+        if d.get("provenance", {}).get("target"):
+            targets[d["id"]] = d["provenance"]["target"]
     n = changed = 0
     for lines in rf.eval_logs(main.path).values():
         for ln in lines:
             rec = AnswerRecord.from_dict(json.loads(ln))
             assert rec.completed
-            _check_chain(rec)
+            _check_chain(rec, targets)
             assert rec.correct == (rec.final_answer == gold[rec.qid])
             n += 1
             changed += rec.changed

@@ -14,7 +14,7 @@ from typing import Any
 
 from .tool import ReadingRule
 
-__all__ = ["Reading", "apply_rule", "match_label", "option_number"]
+__all__ = ["Reading", "apply_rule", "inverts", "match_label", "option_number"]
 
 _NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 _TOK = re.compile(r"[a-z0-9_]+")
@@ -74,6 +74,7 @@ def apply_rule(
     outputs: Mapping[str, Any] | None,
     options: Sequence[str],
     candidates: Sequence[str] = (),
+    question: str = "",
 ) -> Reading:
     """Read a tool's outputs with a rule.
 
@@ -82,6 +83,7 @@ def apply_rule(
         outputs: The tool's outputs (``None`` when it abstained).
         options: The question's option texts.
         candidates: The question's candidate series names (for ``extremum``).
+        question: The question text (an ``extremum`` rule's ``invert_words`` are looked up in it).
 
     Returns:
         A :class:`Reading`; ``option`` is ``None`` when the rule abstains.
@@ -92,7 +94,14 @@ def apply_rule(
         return _read_label(rule, outputs, options)
     if rule.kind == "nearest_number":
         return _read_nearest(rule, outputs, options)
-    return _read_extremum(rule, outputs, options, candidates)
+    return _read_extremum(rule, outputs, options, candidates, question)
+
+
+def inverts(rule: ReadingRule, question: str) -> bool:
+    """Whether the question names one of the rule's ``invert_words`` (flipping its extremum)."""
+    return bool(rule.invert_words) and not set(rule.invert_words).isdisjoint(
+        _TOK.findall(question.lower())
+    )
 
 
 def _read_label(rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence[str]) -> Reading:
@@ -126,7 +135,11 @@ def _read_nearest(rule: ReadingRule, outputs: Mapping[str, Any], options: Sequen
 
 
 def _read_extremum(
-    rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence[str], candidates: Sequence[str]
+    rule: ReadingRule,
+    outputs: Mapping[str, Any],
+    options: Sequence[str],
+    candidates: Sequence[str],
+    question: str = "",
 ) -> Reading:
     scores = {}
     for c in candidates:
@@ -135,7 +148,10 @@ def _read_extremum(
             scores[c] = v
     if len(scores) < 2:
         return Reading(None, 0.0, "fewer than two candidate scores")
-    ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=rule.mode == "max")
+    mode = rule.mode
+    if inverts(rule, question):
+        mode = "max" if mode == "min" else "min"
+    ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=mode == "max")
     (best, b1), (_, b2) = ranked[0], ranked[1]
     spread = max(scores.values()) - min(scores.values())
     if spread <= 0 or abs(b1 - b2) / spread < rule.margin:
@@ -145,5 +161,5 @@ def _read_extremum(
     if len(hits) != 1:
         return Reading(None, 0.0, f"no single option names candidate {best!r}")
     return Reading(
-        hits[0], rule.confidence, f"{rule.mode} {rule.prefix}* at candidate {best} ({b1:.4g})"
+        hits[0], rule.confidence, f"{mode} {rule.prefix}* at candidate {best} ({b1:.4g})"
     )

@@ -259,7 +259,9 @@ class ReadingRule:
         is nearest is chosen; no decision when the two nearest are within ``margin`` (relative).
         ``extremum``: ``outputs[prefix + name]`` is a score per candidate series; the candidate with
         the ``mode`` (``min`` | ``max``) score is chosen, mapped to the option naming it; no decision
-        when the best two differ by less than ``margin`` (relative to their spread).
+        when the best two differ by less than ``margin`` (relative to their spread). When the
+        question contains one of ``invert_words``, the opposite extremum is chosen (e.g. "mirrors":
+        the least correlated candidate instead of the most).
 
     Attributes:
         kind: ``label`` | ``nearest_number`` | ``extremum``.
@@ -270,6 +272,7 @@ class ReadingRule:
         offset: Affine offset (``nearest_number``).
         prefix: Per-candidate output key prefix (``extremum``).
         mode: ``min`` or ``max`` (``extremum``).
+        invert_words: Question words that flip ``mode`` (``extremum``; lower-case word tokens).
         margin: Abstain band (see kinds).
         confidence: Prior confidence of the rule in [0, 1] (cross-validated accuracy on train).
     """
@@ -284,6 +287,7 @@ class ReadingRule:
     mode: Literal["min", "max"] = "min"
     margin: float = 0.0
     confidence: float = 0.5
+    invert_words: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in ("label", "nearest_number", "extremum"):
@@ -292,6 +296,12 @@ class ReadingRule:
             raise ValueError("a label rule needs exactly one more label than bins")
         if self.kind == "label" and list(self.bins) != sorted(self.bins):
             raise ValueError("label rule bins must be ascending")
+        if self.invert_words and self.kind != "extremum":
+            raise ValueError("only an extremum rule may have invert_words")
+        if any(
+            not w or w != w.lower() or not w.replace("_", "").isalnum() for w in self.invert_words
+        ):
+            raise ValueError("invert_words must be lower-case word tokens")
         for v in (*self.bins, self.scale, self.offset, self.margin, self.confidence):
             if not math.isfinite(v):
                 raise ValueError("reading rule numbers must be finite")
@@ -301,6 +311,9 @@ class ReadingRule:
         d = asdict(self)
         d["bins"] = list(self.bins)
         d["labels"] = list(self.labels)
+        d["invert_words"] = list(self.invert_words)
+        if not self.invert_words:
+            del d["invert_words"]  # rules without it serialize as before
         return d
 
     @classmethod
@@ -310,6 +323,7 @@ class ReadingRule:
         kw = {k: v for k, v in d.items() if k in names}
         kw["bins"] = tuple(float(x) for x in kw.get("bins", ()))
         kw["labels"] = tuple(kw.get("labels", ()))
+        kw["invert_words"] = tuple(kw.get("invert_words", ()))
         return cls(**kw)
 
     def describe(self) -> str:
@@ -323,7 +337,12 @@ class ReadingRule:
             return "; ".join(cuts)
         if self.kind == "nearest_number":
             return f"choose the option whose number is nearest {self.scale:.4g} * {self.key} + {self.offset:.4g}"
-        return f"choose the candidate with the {self.mode}imum {self.prefix}<candidate> score"
+        text = f"choose the candidate with the {self.mode}imum {self.prefix}<candidate> score"
+        if self.invert_words:
+            other = "max" if self.mode == "min" else "min"
+            words = ", ".join(f"'{w}'" for w in self.invert_words)
+            text += f" (the {other}imum when the question says {words})"
+        return text
 
 
 @dataclass(frozen=True)

@@ -341,7 +341,7 @@ class MeasurementPlanner:
             else:
                 keys = sorted({k for v in present for k in v})
             rows = [
-                Row(q.id, v, q.options, q.candidates, q.gold or 0, current.get(q.id))
+                Row(q.id, v, q.options, q.candidates, q.gold or 0, current.get(q.id), q.question)
                 for q, v in zip(qs, vals, strict=True)
             ]
             for key in keys:
@@ -503,7 +503,17 @@ class MeasurementPlanner:
             q = e.question
             if q.gold is None:
                 continue
-            rows.append(Row(q.id, self.cache.get(r.spec, q), q.options, q.candidates, q.gold))
+            rows.append(
+                Row(
+                    q.id,
+                    self.cache.get(r.spec, q),
+                    q.options,
+                    q.candidates,
+                    q.gold,
+                    None,
+                    q.question,
+                )
+            )
         try:
             return cross_validate(r.rule.kind, rows, r.key)
         except (ValueError, ArithmeticError, np.linalg.LinAlgError):
@@ -554,6 +564,7 @@ class MeasurementPlanner:
                     q.candidates,
                     q.gold,
                     e.record.final_answer,
+                    q.question,
                 )
             )
             examples.append(e)
@@ -561,7 +572,10 @@ class MeasurementPlanner:
             return None
         from tsevo.library.reading import apply_rule
 
-        right = [apply_rule(rule, r.values, r.options, r.candidates).option == r.gold for r in rows]
+        right = [
+            apply_rule(rule, r.values, r.options, r.candidates, r.question).option == r.gold
+            for r in rows
+        ]
         acc = float(np.mean(right))
         key = rule.prefix[:-1] if rule.kind == "extremum" else rule.key
         try:

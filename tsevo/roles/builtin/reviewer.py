@@ -33,7 +33,7 @@ class RuleReviewer:
             rule = ev.tool.tool.guidance.rule
             if ev.status != "ok" or rule is None:
                 continue
-            r = apply_rule(rule, ev.outputs, q.options, q.candidates)
+            r = apply_rule(rule, ev.outputs, q.options, q.candidates, q.question)
             if r.option is not None:
                 readings.append((r.confidence, ev.tool.tool.id, r))
         if not readings:

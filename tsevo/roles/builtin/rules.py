@@ -56,6 +56,7 @@ class Row:
         candidates: Candidate series names.
         gold: Gold option index.
         current: The current library's answer to it (``None`` when unknown).
+        question: The question text (read by an extremum rule's ``invert_words``).
     """
 
     qid: str
@@ -64,6 +65,7 @@ class Row:
     candidates: tuple[str, ...]
     gold: int
     current: int | None = None
+    question: str = ""
 
 
 def _acc(rule: ReadingRule, rows: Sequence[Row]) -> float:
@@ -71,7 +73,7 @@ def _acc(rule: ReadingRule, rows: Sequence[Row]) -> float:
         return 0.0
     hits = 0
     for r in rows:
-        rd = apply_rule(rule, r.values, r.options, r.candidates)
+        rd = apply_rule(rule, r.values, r.options, r.candidates, r.question)
         hits += int(rd.option == r.gold)
     return hits / len(rows)
 
@@ -234,7 +236,44 @@ def _fit_extremum(rows: Sequence[Row], key: str) -> ReadingRule | None:
         acc = _acc(rule, rows)
         if acc > best_acc + 1e-12:
             best, best_acc = rule, acc
-    return best
+    if best is None or best_acc >= 1.0 or len(rows) < 8:
+        return best
+    # one question word may flip the extremum (e.g. "mirrors": the least correlated candidate)
+    hit = {
+        mode: np.asarray(
+            [
+                apply_rule(
+                    ReadingRule("extremum", prefix=f"{key}_", mode=mode, margin=0.02),
+                    r.values,
+                    r.options,
+                    r.candidates,
+                ).option
+                == r.gold
+                for r in rows
+            ]
+        )
+        for mode in ("min", "max")
+    }
+    toks = [set(_TOK.findall(r.question.lower())) for r in rows]
+    n = len(rows)
+    df: dict[str, int] = {}
+    for t in toks:
+        for w in t:
+            df[w] = df.get(w, 0) + 1
+    words = sorted(
+        w for w, c in df.items() if 0.1 * n <= c <= 0.9 * n and len(w) > 2 and w.isalpha()
+    )
+    found: tuple[float, str, str] | None = None
+    for w in words:
+        has = np.asarray([w in t for t in toks])
+        for mode, other in (("min", "max"), ("max", "min")):
+            hits = float(np.sum(np.where(has, hit[other], hit[mode])))
+            if found is None or hits > found[0]:
+                found = (hits, mode, w)
+    if found is None or found[0] < best_acc * n + max(2.0, 0.05 * n):
+        return best
+    _, mode, w = found
+    return ReadingRule("extremum", prefix=f"{key}_", mode=mode, margin=0.02, invert_words=(w,))  # type: ignore[arg-type]
 
 
 def fit_rule(kind: str, rows: Sequence[Row], key: str) -> ReadingRule | None:
@@ -268,7 +307,8 @@ def cross_validate(kind: str, rows: Sequence[Row], key: str, k: int = 5) -> floa
         if rule is None:
             continue
         hits += sum(
-            int(apply_rule(rule, r.values, r.options, r.candidates).option == r.gold) for r in test
+            int(apply_rule(rule, r.values, r.options, r.candidates, r.question).option == r.gold)
+            for r in test
         )
     return hits / len(rows)
 
@@ -322,7 +362,7 @@ def net_gain(rule: ReadingRule, rows: Sequence[Row], harm_weight: float = HARM_W
     for r in rows:
         if r.current is None:
             continue
-        opt = apply_rule(rule, r.values, r.options, r.candidates).option
+        opt = apply_rule(rule, r.values, r.options, r.candidates, r.question).option
         if opt is None or opt == r.current:
             continue
         if opt == r.gold:
