@@ -13,7 +13,7 @@ Only the report step builds an evaluator that may answer test questions.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tsevo.agent import Agent, AnswerRecord
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from .gate import ArmOutcome
 
-__all__ = ["Evaluator", "TestSplitLeak", "outcomes"]
+__all__ = ["Evaluator", "TestSplitLeak", "outcomes", "task_table"]
 
 
 class TestSplitLeak(RuntimeError):
@@ -114,3 +114,38 @@ def outcomes(records: Mapping[str, AnswerRecord]) -> dict[str, ArmOutcome]:
         )
         for qid, r in records.items()
     }
+
+
+def task_table(
+    before: Mapping[str, AnswerRecord],
+    after: Mapping[str, AnswerRecord],
+    labels: tuple[str, str] = ("before", "after"),
+) -> list[dict[str, Any]]:
+    """Per task, then ``ALL``: n, both arms' accuracy, the paired delta, helped and harmed.
+
+    Args:
+        before: The first arm's records by question id.
+        after: The second arm's records on the same question ids.
+        labels: Keys of the two accuracy columns.
+    """
+    from .gate import paired_flips
+
+    flips = paired_flips(outcomes(before), outcomes(after))
+    rows = []
+    for t in [*sorted({r.task for r in before.values()}), "ALL"]:
+        ids = [q for q, r in before.items() if t == "ALL" or r.task == t]
+        n = len(ids)
+        b = sum(bool(before[q].correct) for q in ids)
+        a = sum(bool(after[q].correct) for q in ids)
+        rows.append(
+            {
+                "task": t,
+                "n": n,
+                labels[0]: round(b / n, 6) if n else None,
+                labels[1]: round(a / n, 6) if n else None,
+                "delta": round((a - b) / n, 6) if n else None,
+                "helped": sum(flips.get(q) == "helped" for q in ids),
+                "harmed": sum(flips.get(q) == "harmed" for q in ids),
+            }
+        )
+    return rows

@@ -139,17 +139,6 @@ def build_dossier(
     )
 
 
-def _card_key(c: ContractCard) -> tuple[Any, ...]:
-    return (
-        c.contract.measurement,
-        tuple(c.contract.signature),
-        c.scope.arity,
-        c.scope.options_kind,
-        str(c.plan.get("rule_kind", "")),
-        c.artifact_kind,
-    )
-
-
 def validate_groups(groups: Sequence[WorkGroup], cards: Sequence[ContractCard]) -> list[str]:
     """Mechanical checks of a coordination; returns the problems (empty when valid)."""
     problems = []
@@ -163,7 +152,7 @@ def validate_groups(groups: Sequence[WorkGroup], cards: Sequence[ContractCard]) 
     if len(set(ids)) != len(ids):
         problems.append("duplicate group ids")
     for g in groups:
-        keys = {_card_key(c) for c in g.cards}
+        keys = {c.merge_key() for c in g.cards}
         if len(keys) > 1:
             problems.append(f"group {g.id} merges incompatible contracts: {sorted(map(str, keys))}")
         if g.cards and g.contract.measurement != g.cards[0].contract.measurement:

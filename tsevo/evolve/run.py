@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tsevo.agent import Agent, AnswerRecord
+from tsevo.agent import Agent
 from tsevo.library.library import Library
 
 from .config import ProtocolConfig
-from .evaluate import Evaluator, outcomes
+from .evaluate import Evaluator, outcomes, task_table
 from .gate import paired_counts, paired_flips
 from .round import RoleSet, RoundResult, run_round
 
@@ -42,31 +42,6 @@ class EvolutionResult:
     store: RunStore | None = None
 
 
-def _task_table(
-    before: Mapping[str, AnswerRecord], after: Mapping[str, AnswerRecord]
-) -> list[dict[str, Any]]:
-    flips = paired_flips(outcomes(before), outcomes(after))
-    tasks = sorted({r.task for r in before.values()})
-    rows = []
-    for t in [*tasks, "ALL"]:
-        ids = [q for q, r in before.items() if t == "ALL" or r.task == t]
-        n = len(ids)
-        b = sum(bool(before[q].correct) for q in ids)
-        a = sum(bool(after[q].correct) for q in ids)
-        rows.append(
-            {
-                "task": t,
-                "n": n,
-                "before": round(b / n, 6) if n else None,
-                "after": round(a / n, 6) if n else None,
-                "delta": round((a - b) / n, 6) if n else None,
-                "helped": sum(flips[q] == "helped" for q in ids),
-                "harmed": sum(flips[q] == "harmed" for q in ids),
-            }
-        )
-    return rows
-
-
 def report_test(
     r: int,
     before: Library,
@@ -94,7 +69,7 @@ def report_test(
             "before": evaluator.arm_name("test", before),
             "after": evaluator.arm_name("test", result.library),
         },
-        "tasks": _task_table(b, a),
+        "tasks": task_table(b, a),
         "counts": paired_counts(outcomes(b), outcomes(a)).to_dict(),
     }
     flips = paired_flips(outcomes(b), outcomes(a))
@@ -119,7 +94,7 @@ def report_test(
         out["arms"]["diagnostic"] = evaluator.arm_name("test", result.candidate)
         out["diagnostic"] = {
             "note": "best rejected candidate, measured once for reporting; used in no decision",
-            "tasks": _task_table(b, d),
+            "tasks": task_table(b, d),
             "counts": paired_counts(outcomes(b), outcomes(d)).to_dict(),
         }
     if store is not None:

@@ -241,6 +241,21 @@ class ContractCard:
     scope: Any
     plan: Mapping[str, Any] = field(default_factory=dict)
 
+    def merge_key(self) -> tuple[Any, ...]:
+        """What cards must share to be merged into one work group (the global planner's rule).
+
+        Same measurement, signature, scope arity and option shape, reading-rule kind and artifact
+        kind; the engine rejects a group whose cards differ, and the LLM global planner is told so.
+        """
+        return (
+            self.contract.measurement,
+            tuple(self.contract.signature),
+            self.scope.arity,
+            self.scope.options_kind,
+            str(self.plan.get("rule_kind", "")),
+            self.artifact_kind,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict."""
         return {

@@ -27,6 +27,7 @@ Feeding modes:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Mapping
@@ -134,6 +135,7 @@ def _window_args(spec: Spec, q: Question, n: int) -> dict[str, int] | None:
     return dict(zip(names, vals, strict=True))
 
 
+@functools.cache
 def number_is_float(primitive: str, param: str) -> bool:
     """Whether a parameter bound to a question number takes it as a float (else a positive int).
 

@@ -388,8 +388,8 @@ def eval_library(
         "replaced"}``.
     """
     from tsevo.agent import Agent, records_by_id
-    from tsevo.evolve.evaluate import outcomes
-    from tsevo.evolve.gate import paired_counts, paired_flips
+    from tsevo.evolve.evaluate import outcomes, task_table
+    from tsevo.evolve.gate import paired_counts
     from tsevo.library.library import Library as Lib
     from tsevo.library.sandbox import Sandbox
 
@@ -415,25 +415,8 @@ def eval_library(
         if own:
             sb.close()
     ob, oa = outcomes(before), outcomes(after)
-    flips = paired_flips(ob, oa)
     counts = paired_counts(ob, oa)
-    tasks = []
-    for t in [*sorted({q.task for q in qs}), "ALL"]:
-        ids = [q.id for q in qs if t == "ALL" or q.task == t]
-        n = len(ids)
-        b = sum(bool(before[i].correct) for i in ids)
-        a = sum(bool(after[i].correct) for i in ids)
-        tasks.append(
-            {
-                "task": t,
-                "n": n,
-                "bare": round(b / n, 6) if n else None,
-                "with_library": round(a / n, 6) if n else None,
-                "delta": round((a - b) / n, 6) if n else None,
-                "helped": sum(flips.get(i) == "helped" for i in ids),
-                "harmed": sum(flips.get(i) == "harmed" for i in ids),
-            }
-        )
+    tasks = task_table(before, after, ("bare", "with_library"))
     return {
         "split": split or "all",
         "n": len(qs),

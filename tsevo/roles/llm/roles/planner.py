@@ -280,17 +280,6 @@ class LLMLocalPlanner:
         return built.get("card")
 
 
-def _compat_key(c: ContractCard) -> tuple[Any, ...]:
-    return (
-        c.contract.measurement,
-        tuple(c.contract.signature),
-        c.scope.arity,
-        c.scope.options_kind,
-        str(c.plan.get("rule_kind", "")),
-        c.artifact_kind,
-    )
-
-
 def card_row(c: ContractCard, support_texts: Sequence[str]) -> dict[str, Any]:
     """What the global planner sees of one card."""
     return {
@@ -362,7 +351,7 @@ class LLMGlobalPlanner:
             if dup:
                 problems.append(f"buckets in more than one group: {', '.join(dup)}")
             for i, g in enumerate(r.groups, 1):
-                keys = {_compat_key(by_id[b]) for b in g.buckets if b in by_id}
+                keys = {by_id[b].merge_key() for b in g.buckets if b in by_id}
                 if len(keys) > 1:
                     problems.append(
                         f"group {i} merges cards with different measurements, signatures, "
