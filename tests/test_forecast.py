@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tsevo.hashing import series_hash
 from tsevo.library import forecasting as fx
 from tsevo.library.forecasting import ChronosUnavailableError, Forecast, ForecastCache, forecast
 from tsevo.library.primitives import CATALOG
@@ -179,9 +180,9 @@ def test_lru_eviction():
 
 
 def test_series_hash_depends_on_values_and_length():
-    assert fx.series_hash([1, 2, 3]) == fx.series_hash(np.array([1.0, 2.0, 3.0]))
-    assert fx.series_hash([1, 2, 3]) != fx.series_hash([1, 2, 3.0000001])
-    assert fx.series_hash([0.0]) != fx.series_hash([0.0, 0.0])
+    assert series_hash([1, 2, 3]) == series_hash(np.array([1.0, 2.0, 3.0]))
+    assert series_hash([1, 2, 3]) != series_hash([1, 2, 3.0000001])
+    assert series_hash([0.0]) != series_hash([0.0, 0.0])
 
 
 # ------------------------------------------------------------------------------ primitive

@@ -68,6 +68,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from tsevo.hashing import series_hash
+
 __all__ = [
     "AR1_MAX_PHI",
     "DEFAULT_CACHE_SIZE",
@@ -86,7 +88,6 @@ __all__ = [
     "get_cache",
     "loaded_pipelines",
     "resolve_chronos_model",
-    "series_hash",
     "set_cache_dir",
     "warm_up",
 ]
@@ -176,14 +177,6 @@ def _frozen(a: npt.ArrayLike) -> FloatArray:
 
 
 # --------------------------------------------------------------------------------------- hashing
-def series_hash(y: npt.ArrayLike) -> str:
-    """SHA-256 of a series' float64 little-endian bytes and length (the cache's series key)."""
-    arr = np.ascontiguousarray(np.asarray(y, dtype="<f8"))
-    h = hashlib.sha256(f"f8:{arr.shape[0]}:".encode())
-    h.update(arr.tobytes())
-    return h.hexdigest()
-
-
 def _cache_key(s_hash: str, h: int, model_key: str, levels: tuple[float, ...]) -> str:
     blob = json.dumps([s_hash, int(h), model_key, [repr(float(q)) for q in levels]])
     return hashlib.sha256(blob.encode()).hexdigest()

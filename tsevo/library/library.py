@@ -24,7 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .tool import Guidance, Scope, Tool, canonical_json, options_kind, question_tokens
+from tsevo.hashing import canonical_json
+
+from .tool import Guidance, Scope, Tool, options_kind, question_tokens
 
 if TYPE_CHECKING:
     from tsevo.data import Question

@@ -17,12 +17,13 @@ Everything is frozen and JSON round-trips exactly.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
+
+from tsevo.hashing import canonical_json
 
 __all__ = [
     "ARTIFACT_KINDS",
@@ -34,7 +35,6 @@ __all__ = [
     "ReadingRule",
     "Scope",
     "Tool",
-    "canonical_json",
     "question_tokens",
 ]
 
@@ -50,11 +50,6 @@ Arity = Literal["any", "single", "dual", "candidates", "covariate"]
 RuleKind = Literal["label", "nearest_number", "extremum"]
 
 _TOKEN = re.compile(r"[a-z][a-z_]+")
-
-
-def canonical_json(obj: Any) -> str:
-    """Deterministic JSON text (sorted keys, two-space indent, trailing newline)."""
-    return json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def question_tokens(text: str) -> frozenset[str]:

@@ -218,15 +218,6 @@ def short_hash(*parts: Any, n: int = 10) -> str:
     return h[:n]
 
 
-def series_hash(*arrays: Sequence[float] | np.ndarray, n: int = 12) -> str:
-    """A short stable digest of one or more float series (the split group of a series)."""
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(b"\x00")
-        h.update(np.ascontiguousarray(np.asarray(a, dtype="<f8")).tobytes())
-    return h.hexdigest()[:n]
-
-
 def is_missing(v: Any) -> bool:
     """True for None, NaN, empty strings and pandas-style missing cells."""
     if v is None:

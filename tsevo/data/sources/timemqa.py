@@ -37,6 +37,7 @@ from typing import Any
 
 from tsevo.data.question import MAX_OPTIONS, RecordError
 from tsevo.data.suite import Suite
+from tsevo.hashing import series_hash
 
 from ._common import (
     LETTERS,
@@ -49,7 +50,6 @@ from ._common import (
     match_option,
     norm_text,
     resolve_files,
-    series_hash,
     to_float_list,
 )
 
@@ -359,7 +359,7 @@ def load_timemqa(
                         "subtask": domain,
                         "question": text.strip(),
                         "context": "",
-                        "group": f"{SOURCE}:{series_hash(*series.values())}",
+                        "group": f"{SOURCE}:{series_hash(*series.values(), framing='separator', n=12)}",
                         "primary": primary,
                         "covariates": covs,
                         "series": series,

@@ -30,6 +30,7 @@ from typing import Any
 
 from tsevo.data.question import RecordError
 from tsevo.data.suite import Suite
+from tsevo.hashing import series_hash
 
 from ._common import (
     LETTERS,
@@ -41,7 +42,6 @@ from ._common import (
     letter_index,
     parse_literal,
     resolve_files,
-    series_hash,
     text_field,
     to_float_list,
 )
@@ -154,7 +154,7 @@ def convert_row(row: dict[str, Any], rownum: int) -> dict[str, Any]:
         "context": context.strip() if isinstance(context, str) else "",
         "options": letters,
         "gold": gold,
-        "group": f"{SOURCE}:{series_hash(inp)}",
+        "group": f"{SOURCE}:{series_hash(inp, framing='separator', n=12)}",
         "primary": ["input"],
         "candidates": letters,
         "series": {"input": inp, **cands},

@@ -12,7 +12,7 @@ first network call.
 """
 
 from .accounting import Accounting, Budget, BudgetExhausted, StageStats, Usage
-from .cache import CachedReply, ReplayMiss, ResponseCache, canonical_json, request_key
+from .cache import CachedReply, ReplayMiss, ResponseCache, request_key
 from .client import JSON_LADDER, ChatRequest, LLMCallError, LLMClient, LLMReply
 from .config import (
     DEFAULT_ROLE_OVERRIDES,
@@ -71,7 +71,6 @@ __all__ = [
     "Usage",
     "api_key_from_env",
     "api_key_source",
-    "canonical_json",
     "check_budget",
     "estimate_message_tokens",
     "estimate_tokens",

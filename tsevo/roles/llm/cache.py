@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tsevo.hashing import canonical_json
+
 from .accounting import Usage
 from .config import LLMError
 
@@ -50,7 +52,6 @@ __all__ = [
     "CachedReply",
     "ReplayMiss",
     "ResponseCache",
-    "canonical_json",
     "request_key",
     "sample_key",
 ]
@@ -63,16 +64,9 @@ _COLUMNS = "text, usage, finish_reason, model, sample, status"
 _LEGACY_COLUMNS = "text, usage, finish_reason, model, 0, NULL"
 
 
-def canonical_json(obj: Any) -> str:
-    """Canonical JSON: sorted keys, compact separators, UTF-8 kept, NaN refused."""
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
-
-
 def request_key(request: Mapping[str, Any]) -> str:
     """SHA-256 hex digest of the canonical JSON of a request description."""
-    return hashlib.sha256(canonical_json(dict(request)).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_json(dict(request), compact=True).encode("utf-8")).hexdigest()
 
 
 def sample_key(key: str, sample: int = 0) -> str:
@@ -265,9 +259,9 @@ class ResponseCache:
                 (
                     sample_key(key, sample),
                     str(request.get("model", reply.model)),
-                    canonical_json(dict(request)),
+                    canonical_json(dict(request), compact=True),
                     reply.text,
-                    canonical_json(reply.usage.to_dict()),
+                    canonical_json(reply.usage.to_dict(), compact=True),
                     reply.finish_reason,
                     time.time(),
                     sample,
@@ -378,7 +372,7 @@ class ResponseCache:
         with self._lock, self._conn:
             self._conn.execute(
                 "INSERT OR REPLACE INTO capabilities VALUES (?, ?, ?)",
-                (target, canonical_json(dict(data)), time.time()),
+                (target, canonical_json(dict(data), compact=True), time.time()),
             )
 
     # ------------------------------------------------------------------ lifecycle

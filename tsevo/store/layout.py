@@ -1,0 +1,275 @@
+"""The run folder as a type: every path of a run, named once.
+
+Layout (DESIGN.md §3)::
+
+    runs/<run_id>/
+      config.json  manifest.json          protocol config; versions, backend, model ids (no credentials)
+      events.jsonl                        append-only event log (one JSON object per line)
+      suite.parquet                       the suite the run answers
+      evals/<arm>.jsonl                   answer records per arm, appended as they are produced
+      rounds/r<r>/...                     per-round artifacts (:class:`RoundPaths`)
+      library/                            the deployed library (written once per accepted round)
+      llm/config.json  llm/accounting.json   LLM role configs and accounting (LLM backend only)
+      llm_cache.sqlite                    the LLM response cache (LLM backend only)
+      notebook_metrics/<name>.json        small metrics a notebook records
+
+Package code names a run's files only through :class:`RunLayout` and :class:`RoundPaths`; no other
+module spells a run-relative path.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CandidatePaths", "RoundPaths", "RunLayout"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+def _safe(name: str, what: str) -> str:
+    if not _NAME.fullmatch(name) or ".." in name:
+        raise ValueError(f"bad {what} {name!r}: letters, digits, '_', '-' and '.' only")
+    return name
+
+
+@dataclass(frozen=True)
+class CandidatePaths:
+    """One synthesis candidate's folder: ``rounds/r<r>/candidates/<tool_id>/``."""
+
+    dir: Path
+
+    @property
+    def source(self) -> Path:
+        """The candidate's tool source (``tool.py``; absent for artifacts without source)."""
+        return self.dir / "tool.py"
+
+    @property
+    def meta(self) -> Path:
+        """The candidate's metadata and attempt record (``meta.json``)."""
+        return self.dir / "meta.json"
+
+
+@dataclass(frozen=True)
+class RoundPaths:
+    """Every file of round ``r``: ``rounds/r<r>/``.
+
+    Attributes:
+        dir: The round folder.
+        r: Round number (1-based).
+    """
+
+    dir: Path
+    r: int
+
+    # step artifacts, in the order a round writes them
+    @property
+    def base_pass(self) -> Path:
+        """Answer records of the current library on train (parquet)."""
+        return self.dir / "base_pass.parquet"
+
+    @property
+    def clustering_error(self) -> Path:
+        """Why clustering failed (an invalid round)."""
+        return self.dir / "clustering_error.json"
+
+    @property
+    def buckets(self) -> Path:
+        """Failure buckets (members, categories, dropped errors)."""
+        return self.dir / "buckets.json"
+
+    @property
+    def splits(self) -> Path:
+        """Per bucket: support and held-out rows."""
+        return self.dir / "splits.json"
+
+    @property
+    def contracts(self) -> Path:
+        """Local planners' contract cards."""
+        return self.dir / "contracts.json"
+
+    @property
+    def groups(self) -> Path:
+        """Work groups after global coordination."""
+        return self.dir / "groups.json"
+
+    @property
+    def synthesis(self) -> Path:
+        """Per work group: attempts and the survivor."""
+        return self.dir / "synthesis.json"
+
+    @property
+    def prefilter(self) -> Path:
+        """Every synthesis attempt with its checks and prefilter outcome (parquet)."""
+        return self.dir / "prefilter.parquet"
+
+    @property
+    def candidates(self) -> Path:
+        """Folder of candidate folders."""
+        return self.dir / "candidates"
+
+    def candidate(self, tool_id: str) -> CandidatePaths:
+        """One candidate's folder."""
+        return CandidatePaths(self.candidates / _safe(tool_id, "tool id"))
+
+    @property
+    def gate(self) -> Path:
+        """The first gate decision."""
+        return self.dir / "gate.json"
+
+    @property
+    def val_paired(self) -> Path:
+        """The gate's paired validation rows (parquet)."""
+        return self.dir / "val_paired.parquet"
+
+    @property
+    def prune(self) -> Path:
+        """The one-shot prune record."""
+        return self.dir / "prune.json"
+
+    @property
+    def reconcile(self) -> Path:
+        """Scope-reconciliation edits and the final gate."""
+        return self.dir / "reconcile.json"
+
+    @property
+    def library(self) -> Path:
+        """The library the round admitted (accepted rounds)."""
+        return self.dir / "library"
+
+    @property
+    def candidate_library(self) -> Path:
+        """The best candidate library of a round that was not accepted."""
+        return self.dir / "candidate_library"
+
+    @property
+    def summary(self) -> Path:
+        """The round's result (status, gates, funnel, arms): ``round.json``."""
+        return self.dir / "round.json"
+
+    @property
+    def timings(self) -> Path:
+        """Seconds per step (kept apart so every other artifact is reproducible byte for byte)."""
+        return self.dir / "timings.json"
+
+    @property
+    def test_table(self) -> Path:
+        """Report-only test rows (parquet)."""
+        return self.dir / "test.parquet"
+
+    @property
+    def test(self) -> Path:
+        """Report-only test summary."""
+        return self.dir / "test.json"
+
+    @property
+    def llm_accounting(self) -> Path:
+        """What the round cost on the LLM backend."""
+        return self.dir / "llm_accounting.json"
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Every path of one run folder.
+
+    Args:
+        root: The run folder.
+
+    Example:
+        >>> lay = RunLayout("runs/demo")
+        >>> lay.round(2).gate.as_posix()
+        'runs/demo/rounds/r2/gate.json'
+        >>> lay.rel(lay.eval_log("val.ab12"))
+        'evals/val.ab12.jsonl'
+    """
+
+    root: Path
+
+    def __init__(self, root: str | Path) -> None:
+        object.__setattr__(self, "root", Path(root))
+
+    @property
+    def config(self) -> Path:
+        """The protocol config (a run's identity)."""
+        return self.root / "config.json"
+
+    @property
+    def manifest(self) -> Path:
+        """Versions, backend, model ids."""
+        return self.root / "manifest.json"
+
+    @property
+    def events(self) -> Path:
+        """The append-only event log."""
+        return self.root / "events.jsonl"
+
+    @property
+    def suite(self) -> Path:
+        """The suite the run answers."""
+        return self.root / "suite.parquet"
+
+    @property
+    def library(self) -> Path:
+        """The deployed library."""
+        return self.root / "library"
+
+    @property
+    def evals(self) -> Path:
+        """Folder of answer-record logs."""
+        return self.root / "evals"
+
+    def eval_log(self, arm: str) -> Path:
+        """Answer records of one arm (``<split>.<library fingerprint>``)."""
+        return self.evals / f"{_safe(arm, 'arm name')}.jsonl"
+
+    @property
+    def rounds_dir(self) -> Path:
+        """Folder of round folders."""
+        return self.root / "rounds"
+
+    def round(self, r: int) -> RoundPaths:
+        """Every file of round ``r``."""
+        if int(r) < 1:
+            raise ValueError(f"rounds are numbered from 1, got {r}")
+        return RoundPaths(self.rounds_dir / f"r{int(r)}", int(r))
+
+    def rounds(self) -> list[int]:
+        """Rounds that finished (a ``round.json`` exists), counting up from 1 without gaps."""
+        out = []
+        r = 1
+        while self.round(r).summary.exists():
+            out.append(r)
+            r += 1
+        return out
+
+    @property
+    def llm_config(self) -> Path:
+        """The LLM role configs a run was started with (no credentials)."""
+        return self.root / "llm" / "config.json"
+
+    @property
+    def llm_accounting(self) -> Path:
+        """LLM accounting per session and in total."""
+        return self.root / "llm" / "accounting.json"
+
+    @property
+    def llm_cache(self) -> Path:
+        """The LLM response cache."""
+        return self.root / "llm_cache.sqlite"
+
+    def notebook_metrics(self, name: str) -> Path:
+        """Metrics a notebook recorded."""
+        return self.root / "notebook_metrics" / f"{_safe(name, 'metrics name')}.json"
+
+    def is_run(self) -> bool:
+        """True when the folder holds a run (its config exists)."""
+        return self.config.exists()
+
+    def rel(self, path: str | Path) -> str:
+        """A path inside the run, relative to its root (POSIX), e.g. for messages and events."""
+        p = Path(path)
+        try:
+            return p.relative_to(self.root).as_posix()
+        except ValueError:
+            return p.as_posix()
