@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import math
+import zipfile
+from importlib import resources
+from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 import pytest
 
+import tsevo.library
 from tsevo.agent import Agent
 from tsevo.data import Question
 from tsevo.library.context import ToolInput
 from tsevo.library.library import Library
-from tsevo.library.roots import ROOT_NAMES, chronos_tools, expert_tools, make_root
+from tsevo.library.roots import (
+    ROOT_NAMES,
+    ROOTS_DATA,
+    chronos_tools,
+    expert_tools,
+    make_root,
+    root_folder,
+)
 from tsevo.library.sandbox import Sandbox, SandboxLimits, check_source
 
 N = 160
@@ -193,6 +205,53 @@ def test_roots_save_load_byte_identical(tmp_path, name):
     assert files_a == files_b
     for rel in files_a:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+
+
+#: The roots' fingerprints when their tools were still Python literals (before they became package
+#: data): the data folders must reproduce them exactly.
+PINNED_FINGERPRINTS = {
+    "empty": "818badba1c71c4ab",
+    "chronos": "c67531e3844fc74f",
+    "expert": "4d0825894b3e7d12",
+}
+
+
+@pytest.mark.parametrize("name", ROOT_NAMES)
+def test_root_fingerprints_are_pinned(name):
+    lib = make_root(name)
+    assert lib.fingerprint() == PINNED_FINGERPRINTS[name]
+    assert len(lib.ids) == {"empty": 0, "chronos": 1, "expert": 29}[name]
+
+
+@pytest.mark.parametrize("name", ["chronos", "expert"])
+def test_saving_a_data_root_reproduces_its_package_data(tmp_path, name):
+    with root_folder(name) as shipped:
+        assert Path(shipped).is_relative_to(Path(tsevo.library.__file__).parent / ROOTS_DATA)
+        out = make_root(name).save(tmp_path / name)
+        want = sorted(p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file())
+        got = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+        assert got == want
+        for rel in want:
+            assert (out / rel).read_bytes() == (shipped / rel).read_bytes(), rel
+
+
+def test_data_root_loads_from_a_zipped_package(tmp_path):
+    """Without a file-system path (a zipped package) the folder is copied out and loaded."""
+    archive = tmp_path / "roots.zip"
+    with root_folder("expert") as shipped, zipfile.ZipFile(archive, "w") as zf:
+        for p in sorted(shipped.rglob("*")):
+            if p.is_file():
+                zf.write(p, f"{ROOTS_DATA}/expert/{p.relative_to(shipped).as_posix()}")
+    with (
+        zipfile.ZipFile(archive) as zf,
+        patch.object(resources, "files", lambda _pkg: zipfile.Path(zf)),
+    ):
+        with root_folder("expert") as folder:
+            assert not folder.is_relative_to(Path(tsevo.library.__file__).parent)
+            assert Library.load(folder) == make_root("expert")
+        assert not folder.exists()
+    with pytest.raises(ValueError, match="not a data root"), root_folder("empty"):
+        pass
 
 
 def test_every_root_tool_passes_gate_and_runs(sandbox):
