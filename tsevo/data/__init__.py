@@ -1,6 +1,16 @@
-"""Questions, suites, the synthetic suite and public-source loaders."""
+"""Questions, suites, the synthetic suite and public-source loaders.
 
-from .question import LoadReport, Question, RecordError
-from .suite import SPLITS, Suite, load_suite
+* :class:`Question` (``question``), validated field by field (``validation``); a bad record raises
+  :class:`RecordError`, a lenient load lists them in a :class:`LoadReport` (``report``).
+* :class:`Suite` (``suite``), its deterministic splits by group (``splitting``) and its files
+  (``suite_files``): :func:`load_suite` reads what :meth:`Suite.save` writes.
+* ``tsevo.data.synthetic`` (the embedded default suite) and ``tsevo.data.sources`` (public-source
+  loaders) are subpackages, imported on their own.
+"""
+
+from .question import Question
+from .report import LoadReport, RecordError
+from .splitting import SPLITS
+from .suite import Suite, load_suite
 
 __all__ = ["SPLITS", "LoadReport", "Question", "RecordError", "Suite", "load_suite"]

@@ -13,23 +13,38 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-__all__ = ["LoadReport", "Question", "RecordError"]
+from .report import LoadReport, RecordError
+from .validation import (
+    MAX_OPTIONS,
+    MAX_PRIMARY,
+    MIN_OPTIONS,
+    FloatArray,
+    check_gold,
+    check_id,
+    check_metadata,
+    check_options,
+    check_series,
+    check_str,
+)
 
-MIN_OPTIONS = 2
-MAX_OPTIONS = 10
-MAX_PRIMARY = 2
+__all__ = [
+    "FINGERPRINT_CHARS",
+    "MAX_OPTIONS",
+    "MAX_PRIMARY",
+    "MIN_OPTIONS",
+    "LoadReport",
+    "Question",
+    "RecordError",
+]
+
 FINGERPRINT_CHARS = 16
-
-FloatArray = npt.NDArray[np.float64]
 
 _REQUIRED = ("id", "source", "task", "question", "options", "series", "primary")
 _OPTIONAL = (
@@ -43,174 +58,6 @@ _OPTIONAL = (
     "fingerprint",
 )
 _KNOWN = frozenset(_REQUIRED + _OPTIONAL)
-
-
-class RecordError(ValueError):
-    """A malformed question record.
-
-    Attributes:
-        record_id: The record's id (or ``"<record N>"`` when it has none).
-        field: The offending field, e.g. ``"series.A"`` or ``"options"``.
-        reason: What is wrong, in words.
-    """
-
-    def __init__(self, record_id: str, field: str, reason: str) -> None:
-        self.record_id = record_id
-        self.field = field
-        self.reason = reason
-        super().__init__(f"record {record_id!r}, field {field!r}: {reason}")
-
-    def to_dict(self) -> dict[str, str]:
-        """Return the error as a JSON-friendly dict."""
-        return {"record_id": self.record_id, "field": self.field, "reason": self.reason}
-
-
-@dataclass
-class LoadReport:
-    """What a lenient load kept and what it rejected (nothing disappears silently).
-
-    Attributes:
-        n_read: Records read from the input.
-        n_kept: Records that became questions.
-        errors: One :class:`RecordError` per rejected record.
-        duplicates: Ids dropped because an earlier record had the same fingerprint.
-    """
-
-    n_read: int = 0
-    n_kept: int = 0
-    errors: list[RecordError] = field(default_factory=list)
-    duplicates: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """True when no record was rejected."""
-        return not self.errors
-
-    def add(self, err: RecordError) -> None:
-        """Record one rejected record."""
-        self.errors.append(err)
-
-    def to_frame(self) -> Any:
-        """Return the rejected records as a DataFrame (record_id, field, reason)."""
-        import pandas as pd
-
-        return pd.DataFrame(
-            [e.to_dict() for e in self.errors], columns=["record_id", "field", "reason"]
-        )
-
-    def __str__(self) -> str:
-        lines = [f"read {self.n_read}, kept {self.n_kept}, rejected {len(self.errors)}"]
-        if self.duplicates:
-            lines[0] += f", duplicates dropped {len(self.duplicates)}"
-        lines += [f"  - {e}" for e in self.errors[:20]]
-        if len(self.errors) > 20:
-            lines.append(f"  ... and {len(self.errors) - 20} more")
-        return "\n".join(lines)
-
-
-def _fail(rid: str, fld: str, reason: str) -> RecordError:
-    return RecordError(rid, fld, reason)
-
-
-def _fits_float(v: Any) -> bool:
-    try:
-        float(v)
-    except OverflowError:
-        return False
-    return True
-
-
-def _as_series(rid: str, name: str, values: Any) -> FloatArray:
-    fld = f"series.{name}"
-    if isinstance(values, str | bytes | Mapping | set | frozenset) or values is None:
-        raise _fail(rid, fld, f"expected a sequence of numbers, got {type(values).__name__}")
-    if isinstance(values, np.ndarray) and values.dtype.kind != "O":
-        arr = values
-    else:
-        if isinstance(values, np.ndarray):  # object array (e.g. from pandas): check elementwise
-            if values.ndim != 1:
-                raise _fail(rid, fld, f"series must be one-dimensional, got shape {values.shape}")
-            values = values.tolist()
-        if not isinstance(values, Iterable):
-            raise _fail(rid, fld, f"expected a sequence of numbers, got {type(values).__name__}")
-        seq = list(values)
-        for i, v in enumerate(seq):
-            if isinstance(v, list | tuple | np.ndarray | Mapping):
-                raise _fail(rid, fld, f"ragged or nested series (element {i} is a container)")
-            if isinstance(v, bool | np.bool_) or not isinstance(
-                v, int | float | np.integer | np.floating
-            ):
-                raise _fail(rid, fld, f"element {i} is not a number ({type(v).__name__}: {v!r})")
-        try:
-            arr = np.asarray(seq, dtype=np.float64)
-        except OverflowError:
-            i = next(j for j, v in enumerate(seq) if not _fits_float(v))
-            raise _fail(rid, fld, f"element {i} is too large for a float64") from None
-    if arr.ndim != 1:
-        raise _fail(rid, fld, f"series must be one-dimensional, got shape {arr.shape}")
-    if arr.dtype.kind not in "fiu":
-        raise _fail(rid, fld, f"series must hold real numbers, got dtype {arr.dtype}")
-    if arr.size == 0:
-        raise _fail(rid, fld, "empty series")
-    arr = np.array(arr, dtype=np.float64)  # always a private copy
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        x = float(arr[i])
-        kind = "NaN" if math.isnan(x) else ("+inf" if x > 0 else "-inf")
-        raise _fail(rid, fld, f"{int(bad.sum())} non-finite value(s), first {kind} at index {i}")
-    arr.setflags(write=False)
-    return arr
-
-
-def _as_str(rid: str, fld: str, v: Any, *, allow_empty: bool) -> str:
-    if not isinstance(v, str):
-        raise _fail(rid, fld, f"expected a string, got {type(v).__name__}")
-    if not allow_empty and not v.strip():
-        raise _fail(rid, fld, "empty string")
-    return v
-
-
-def _as_names(rid: str, fld: str, v: Any) -> tuple[str, ...]:
-    if v is None:
-        return ()
-    if isinstance(v, str) or not isinstance(v, Sequence | np.ndarray):
-        raise _fail(rid, fld, f"expected a list of series names, got {type(v).__name__}")
-    out = []
-    for x in v:
-        if not isinstance(x, str) or not x:
-            raise _fail(rid, fld, f"series names must be non-empty strings, got {x!r}")
-        out.append(x)
-    if len(set(out)) != len(out):
-        raise _fail(rid, fld, f"duplicate names in {out}")
-    return tuple(out)
-
-
-def _norm_option(s: str) -> str:
-    return " ".join(s.split()).casefold()
-
-
-def _jsonable(rid: str, meta: Any) -> dict[str, Any]:
-    if meta is None:
-        return {}
-    if not isinstance(meta, Mapping):
-        raise _fail(rid, "metadata", f"expected a mapping, got {type(meta).__name__}")
-    try:
-        text = json.dumps(dict(meta), sort_keys=True, allow_nan=False, default=_json_default)
-    except (TypeError, ValueError) as exc:
-        raise _fail(rid, "metadata", f"not JSON-serializable: {exc}") from None
-    out: dict[str, Any] = json.loads(text)
-    return out
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"{type(o).__name__} is not JSON-serializable")
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -250,96 +97,29 @@ class Question:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str):
-            rid = "<no id>" if self.id is None else str(self.id)
-            raise _fail(rid, "id", f"expected a string id, got {type(self.id).__name__}")
-        if not self.id.strip():
-            raise _fail("<no id>", "id", "empty id")
-        rid = self.id
-        _as_str(rid, "source", self.source, allow_empty=False)
-        _as_str(rid, "task", self.task, allow_empty=False)
-        _as_str(rid, "question", self.question, allow_empty=False)
-        _as_str(rid, "subtask", self.subtask, allow_empty=True)
-        _as_str(rid, "context", self.context, allow_empty=True)
-        _as_str(rid, "group", self.group, allow_empty=True)
-
-        # options
-        opts = self.options
-        if isinstance(opts, str) or not isinstance(opts, Sequence | np.ndarray):
-            raise _fail(rid, "options", f"expected a list of strings, got {type(opts).__name__}")
-        for i, o in enumerate(opts):
-            if not isinstance(o, str):
-                raise _fail(rid, f"options[{i}]", f"expected a string, got {type(o).__name__}")
-            if not o.strip():
-                raise _fail(rid, f"options[{i}]", "empty option")
-        opts_t = tuple(str(o) for o in opts)  # plain str, also for numpy string scalars
-        if len(opts_t) < MIN_OPTIONS:
-            raise _fail(rid, "options", f"{len(opts_t)} option(s); at least {MIN_OPTIONS} needed")
-        if len(opts_t) > MAX_OPTIONS:
-            raise _fail(rid, "options", f"{len(opts_t)} options; at most {MAX_OPTIONS} allowed")
-        first_at: dict[str, int] = {}
-        for j, o in enumerate(opts_t):
-            i = first_at.setdefault(_norm_option(o), j)
-            if i != j:
-                raise _fail(
-                    rid,
-                    "options",
-                    f"duplicate options [{i}] {opts_t[i]!r} and [{j}] {o!r} "
-                    "(compared ignoring case and spacing)",
-                )
-        object.__setattr__(self, "options", opts_t)
-
-        # gold
-        g = self.gold
-        if g is not None:
-            if isinstance(g, bool) or not isinstance(g, int | np.integer):
-                raise _fail(rid, "gold", f"expected an int option index, got {type(g).__name__}")
-            if not 0 <= int(g) < len(opts_t):
-                raise _fail(rid, "gold", f"index {int(g)} out of range for {len(opts_t)} options")
-            object.__setattr__(self, "gold", int(g))
-
-        # series and roles
-        if not isinstance(self.series, Mapping):
-            raise _fail(
-                rid, "series", f"expected a mapping name->values, got {type(self.series).__name__}"
-            )
-        if not self.series:
-            raise _fail(rid, "series", "no series")
-        arrays: dict[str, FloatArray] = {}
-        for name, vals in self.series.items():
-            if not isinstance(name, str) or not name.strip():
-                raise _fail(rid, "series", f"series names must be non-empty strings, got {name!r}")
-            arrays[name] = _as_series(rid, name, vals)
-        primary = _as_names(rid, "primary", self.primary)
-        covariates = _as_names(rid, "covariates", self.covariates)
-        candidates = _as_names(rid, "candidates", self.candidates)
-        if not 1 <= len(primary) <= MAX_PRIMARY:
-            raise _fail(rid, "primary", f"{len(primary)} primary series; 1 or {MAX_PRIMARY} needed")
-        roles: dict[str, str] = {}
-        for role, names in (
-            ("primary", primary),
-            ("covariates", covariates),
-            ("candidates", candidates),
-        ):
-            for n in names:
-                if n not in arrays:
-                    raise _fail(rid, role, f"names series {n!r}, which is not in series")
-                if n in roles:
-                    raise _fail(rid, role, f"series {n!r} is already listed under {roles[n]}")
-                roles[n] = role
-        orphans = sorted(set(arrays) - set(roles))
-        if orphans:
-            raise _fail(
-                rid, "series", f"series {orphans} have no role (primary/covariates/candidates)"
-            )
-        ordered = {n: arrays[n] for n in (*primary, *covariates, *candidates)}
-        object.__setattr__(self, "series", MappingProxyType(ordered))
-        object.__setattr__(self, "primary", primary)
-        object.__setattr__(self, "covariates", covariates)
-        object.__setattr__(self, "candidates", candidates)
-        object.__setattr__(self, "metadata", MappingProxyType(_jsonable(rid, self.metadata)))
-        object.__setattr__(self, "group", self.group or self.id)
-        object.__setattr__(self, "_fp", self._compute_fingerprint())
+        rid = check_id(self.id)
+        check_str(rid, "source", self.source, allow_empty=False)
+        check_str(rid, "task", self.task, allow_empty=False)
+        check_str(rid, "question", self.question, allow_empty=False)
+        check_str(rid, "subtask", self.subtask, allow_empty=True)
+        check_str(rid, "context", self.context, allow_empty=True)
+        check_str(rid, "group", self.group, allow_empty=True)
+        options = check_options(rid, self.options)
+        gold = check_gold(rid, self.gold, len(options))
+        series, primary, covariates, candidates = check_series(
+            rid, self.series, self.primary, self.covariates, self.candidates
+        )
+        metadata = check_metadata(rid, self.metadata)
+        set_ = object.__setattr__
+        set_(self, "options", options)
+        set_(self, "gold", gold)
+        set_(self, "series", MappingProxyType(series))
+        set_(self, "primary", primary)
+        set_(self, "covariates", covariates)
+        set_(self, "candidates", candidates)
+        set_(self, "metadata", MappingProxyType(metadata))
+        set_(self, "group", self.group or self.id)
+        set_(self, "_fp", self._compute_fingerprint())
 
     # ------------------------------------------------------------------ identity
     def _compute_fingerprint(self) -> str:

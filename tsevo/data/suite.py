@@ -7,24 +7,20 @@ splits. The assignment depends only on the seed and the group ids, so it is repr
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
+import pandas as pd
 
-from .question import LoadReport, Question, RecordError
+from .question import Question
+from .report import LoadReport, RecordError
+from .splitting import SPLITS, assign_splits
+from .suite_files import read_suite_file, suite_rows, write_suite_file
 
 __all__ = ["SPLITS", "SUMMARY_COLUMNS", "Suite", "load_suite"]
-
-SPLITS = ("train", "val", "test")
-SCHEMA_VERSION = 1
 
 _FRAME_COLUMNS = [
     "id",
@@ -44,37 +40,16 @@ _FRAME_COLUMNS = [
     "fingerprint",
     "split",
 ]
-
-
-def _unit_hash(seed: int, key: str) -> float:
-    h = hashlib.sha256(f"{seed}\x00{key}".encode()).digest()
-    return int.from_bytes(h[:8], "big") / 2**64
-
-
-def _cut(sizes: Sequence[int], fr: npt.NDArray[np.float64]) -> list[int]:
-    """Assign groups (in hash order, with these question counts) to split indices 0/1/2.
-
-    Each group goes to the split whose cumulative-fraction interval holds the group's midpoint,
-    so every split gets about its fraction of questions. Then, if a split with a positive
-    fraction got no group although there are enough groups, the most populous split hands over
-    its group nearest to it in hash order.
-    """
-    bounds = np.cumsum(fr) * sum(sizes)
-    out: list[int] = []
-    done = 0.0
-    for n in sizes:
-        out.append(min(int(np.searchsorted(bounds, done + n / 2.0, side="right")), 2))
-        done += n
-    positive = [k for k in range(3) if fr[k] > 0]
-    if len(sizes) >= len(positive):
-        for k in positive:
-            if k in out:
-                continue
-            counts = Counter(out)
-            donor = max((c for c in positive if counts[c] >= 2), key=lambda c: (counts[c], -c))
-            members = [i for i, c in enumerate(out) if c == donor]
-            out[members[-1] if k > donor else members[0]] = k
-    return out
+SUMMARY_COLUMNS = [
+    "task",
+    "questions",
+    "groups",
+    "mean_len",
+    "series_per_q",
+    "options",
+    "labeled",
+    *SPLITS,
+]
 
 
 class Suite:
@@ -186,27 +161,7 @@ class Suite:
             ValueError: If ``fractions`` is not three finite non-negative numbers with a positive
                 sum.
         """
-        fr = np.asarray(fractions, dtype=float)
-        if fr.shape != (3,) or not np.isfinite(fr).all() or (fr < 0).any() or fr.sum() <= 0:
-            raise ValueError(
-                f"fractions must be three finite non-negative numbers (train, val, test) with a "
-                f"positive sum, got {fractions!r}"
-            )
-        fr = fr / fr.sum()
-        groups: dict[str, list[Question]] = defaultdict(list)
-        for q in self.questions:
-            groups[q.group].append(q)
-        strata: dict[str, list[str]] = defaultdict(list)
-        for g, members in groups.items():
-            key = Counter(q.task for q in members).most_common(1)[0][0] if stratify else ""
-            strata[key].append(g)
-        assign: dict[str, str] = {}
-        for key in sorted(strata):
-            glist = sorted(strata[key], key=lambda g: (_unit_hash(seed, g), g))
-            cut = _cut([len(groups[g]) for g in glist], fr)
-            for g, k in zip(glist, cut, strict=True):
-                for q in groups[g]:
-                    assign[q.id] = SPLITS[k]
+        assign = assign_splits(self.questions, fractions, seed=seed, stratify=stratify)
         out = Suite(self.name, self.questions, assign, dedup=False)
         out.duplicates = list(self.duplicates)
         return out
@@ -246,15 +201,11 @@ class Suite:
         )
 
     # ------------------------------------------------------------------ tables
-    def to_frame(self) -> Any:
+    def to_frame(self) -> pd.DataFrame:
         """One row per question (series as dicts of numpy arrays); inverse of :meth:`from_frame`."""
-        import pandas as pd
-
         rows = []
-        for q in self.questions:
-            d = q.to_dict()
+        for q, d in zip(self.questions, suite_rows(self.questions, self.splits), strict=True):
             d["series"] = {k: np.array(v) for k, v in q.series.items()}
-            d["split"] = self.splits.get(q.id)
             rows.append(d)
         return pd.DataFrame(rows, columns=_FRAME_COLUMNS)
 
@@ -362,7 +313,7 @@ class Suite:
         report.n_kept = len(suite)
         return suite, report
 
-    def summary(self) -> Any:
+    def summary(self) -> pd.DataFrame:
         """Per-task table of the suite.
 
         Returns:
@@ -371,8 +322,6 @@ class Suite:
             option count), ``labeled`` and one count per split (``train``, ``val``, ``test``).
             An empty suite gives an empty frame with the same columns.
         """
-        import pandas as pd
-
         rows = []
         by_task: dict[str, list[Question]] = defaultdict(list)
         for q in self.questions:
@@ -411,53 +360,7 @@ class Suite:
         Raises:
             ValueError: For a suffix other than ``.parquet`` or ``.jsonl``.
         """
-        p = Path(path)
-        fmt = p.suffix.lower()
-        if fmt not in (".jsonl", ".parquet"):
-            raise ValueError(f"unsupported suite file {p.name!r}: use .parquet or .jsonl")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-        tmp = Path(tmp_name)
-        try:
-            # mkstemp makes the file private (0600); keep an existing file's mode, else 0644.
-            os.fchmod(fd, p.stat().st_mode & 0o777 if p.exists() else 0o644)
-            with os.fdopen(fd, "wb") as fh:
-                if fmt == ".jsonl":
-                    self._write_jsonl(fh)
-                else:
-                    self._write_parquet(fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            tmp.replace(p)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return p
-
-    def _write_jsonl(self, fh: Any) -> None:
-        header = {"__suite__": self.name, "schema_version": SCHEMA_VERSION}
-        fh.write((json.dumps(header) + "\n").encode())
-        for q in self.questions:
-            d = q.to_dict()
-            d["split"] = self.splits.get(q.id)
-            fh.write((json.dumps(d, ensure_ascii=False, allow_nan=False) + "\n").encode())
-
-    def _write_parquet(self, fh: Any) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        rows = []
-        for q in self.questions:
-            d = q.to_dict()
-            d["series"] = [{"name": k, "values": v} for k, v in d["series"].items()]
-            d["metadata"] = json.dumps(d["metadata"], sort_keys=True)
-            d["split"] = self.splits.get(q.id)
-            rows.append(d)
-        table = pa.Table.from_pylist(rows, schema=_arrow_schema())
-        table = table.replace_schema_metadata(
-            {"tsevo.suite": self.name, "tsevo.schema_version": str(SCHEMA_VERSION)}
-        )
-        pq.write_table(table, fh)
+        return write_suite_file(path, self.name, self.questions, self.splits)
 
     @classmethod
     def load(cls, path: str | Path, *, lenient: bool = False) -> Suite:
@@ -473,46 +376,6 @@ class Suite:
         return load_suite(path, lenient=lenient)[0]
 
 
-SUMMARY_COLUMNS = [
-    "task",
-    "questions",
-    "groups",
-    "mean_len",
-    "series_per_q",
-    "options",
-    "labeled",
-    *SPLITS,
-]
-
-
-def _arrow_schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("id", pa.string()),
-            ("source", pa.string()),
-            ("task", pa.string()),
-            ("subtask", pa.string()),
-            ("question", pa.string()),
-            ("context", pa.string()),
-            ("options", pa.list_(pa.string())),
-            ("gold", pa.int64()),
-            ("group", pa.string()),
-            ("primary", pa.list_(pa.string())),
-            ("covariates", pa.list_(pa.string())),
-            ("candidates", pa.list_(pa.string())),
-            (
-                "series",
-                pa.list_(pa.struct([("name", pa.string()), ("values", pa.list_(pa.float64()))])),
-            ),
-            ("metadata", pa.string()),
-            ("fingerprint", pa.string()),
-            ("split", pa.string()),
-        ]
-    )
-
-
 def _is_missing(v: Any) -> bool:
     """True for None and scalar missing markers (NaN, pandas NA/NaT); never for containers."""
     if v is None:
@@ -520,17 +383,6 @@ def _is_missing(v: Any) -> bool:
     if isinstance(v, float):
         return bool(np.isnan(v))
     return type(v).__name__ in ("NAType", "NaTType")
-
-
-def _check_schema_version(path: Path, version: Any) -> None:
-    try:
-        v = int(version)
-    except (TypeError, ValueError):
-        raise ValueError(f"{path}: unreadable schema_version {version!r}") from None
-    if v > SCHEMA_VERSION:
-        raise ValueError(
-            f"{path} was written with suite schema {v}; this tsevo reads up to {SCHEMA_VERSION}"
-        )
 
 
 def load_suite(path: str | Path, *, lenient: bool = False) -> tuple[Suite, LoadReport]:
@@ -552,51 +404,5 @@ def load_suite(path: str | Path, *, lenient: bool = False) -> tuple[Suite, LoadR
         ValueError: For an unsupported suffix or a file from a newer schema version.
         RecordError: On the first bad record, unless ``lenient``.
     """
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"no suite file at {p}")
-    name = p.stem
-    labeled: list[tuple[str | None, Any]] = []
-    fmt = p.suffix.lower()
-    if fmt == ".jsonl":
-        with p.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                where = f"<line {lineno}>"
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    err = RecordError(where, "<json>", f"invalid JSON: {exc.msg} (col {exc.colno})")
-                    labeled.append((where, err))  # raised in file order when strict
-                    continue
-                if isinstance(obj, dict) and "__suite__" in obj:
-                    name = str(obj["__suite__"])
-                    _check_schema_version(p, obj.get("schema_version", SCHEMA_VERSION))
-                    continue
-                labeled.append((where, obj))
-    elif fmt == ".parquet":
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(p)
-        meta = table.schema.metadata or {}
-        name = meta.get(b"tsevo.suite", name.encode()).decode()
-        _check_schema_version(p, meta.get(b"tsevo.schema_version", SCHEMA_VERSION))
-        for rowno, row in enumerate(table.to_pylist(), 1):
-            where = f"<row {rowno}>"
-            if isinstance(row.get("series"), list):
-                row["series"] = {s["name"]: s["values"] for s in row["series"]}
-            md = row.get("metadata")
-            if isinstance(md, str):
-                try:
-                    row["metadata"] = json.loads(md)
-                except json.JSONDecodeError as exc:
-                    rid = row.get("id") if isinstance(row.get("id"), str) else where
-                    labeled.append(
-                        (where, RecordError(rid, "metadata", f"invalid JSON: {exc.msg}"))
-                    )
-                    continue
-            labeled.append((where, row))
-    else:
-        raise ValueError(f"unsupported suite file {p.name!r}: use .parquet or .jsonl")
+    name, labeled = read_suite_file(path)
     return Suite._from_labeled(labeled, name=name, lenient=lenient)

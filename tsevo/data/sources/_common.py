@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 
-from tsevo.data.question import LoadReport, RecordError
+from tsevo.data.report import LoadReport, RecordError
 from tsevo.data.suite import Suite
+from tsevo.data.validation import norm_text
 
 __all__ = ["SourceReport"]
 
@@ -159,8 +161,6 @@ def iter_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | RecordError]]:
     suffix = path.suffix.lower()
     where = path.name
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
         for i, row in enumerate(pq.read_table(path).to_pylist(), 1):
             yield i, row
         return
@@ -373,11 +373,6 @@ def letter_index(answer: Any, n_options: int) -> int | None:
         return None
     k = ord(m.group(1).upper()) - ord("A")
     return k if 0 <= k < n_options else None
-
-
-def norm_text(s: str) -> str:
-    """Whitespace- and case-normalised text for option matching."""
-    return " ".join(s.split()).casefold()
 
 
 def match_option(options: Sequence[str], answer: str) -> int | None:

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tsevo.data.question import RecordError
+from tsevo.data.report import RecordError
 from tsevo.data.suite import Suite
 
 from ._common import (

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tsevo.data.question import RecordError
+from tsevo.data.report import RecordError
 from tsevo.data.suite import Suite
 
 from ._common import (

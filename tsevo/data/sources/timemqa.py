@@ -35,8 +35,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from tsevo.data.question import MAX_OPTIONS, RecordError
+from tsevo.data.report import RecordError
 from tsevo.data.suite import Suite
+from tsevo.data.validation import MAX_OPTIONS
 from tsevo.hashing import series_hash
 
 from ._common import (

@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tsevo.data.question import RecordError
+from tsevo.data.report import RecordError
 from tsevo.data.suite import Suite
 
 from ._common import Collector, SourceReport, iter_rows, match_option, resolve_files, to_float_list

@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tsevo.data.question import RecordError
+from tsevo.data.report import RecordError
 from tsevo.data.suite import Suite
 from tsevo.hashing import series_hash
 

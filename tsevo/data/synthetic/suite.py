@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from tsevo.data.question import Question
 from tsevo.data.suite import SPLITS, Suite
@@ -129,15 +129,13 @@ def oracle_answer(q: Question) -> int:
     return FAMILIES[str(fam)].oracle(q)
 
 
-def solver_report(suite: Suite) -> Any:
+def solver_report(suite: Suite) -> pd.DataFrame:
     """Oracle and naive accuracy per (family, difficulty).
 
     Returns:
         A DataFrame with columns family, task, difficulty, n, oracle, naive, chance (accuracies
         in [0, 1]; chance is the mean of ``1 / n_options``).
     """
-    import pandas as pd
-
     rows: dict[tuple[str, str], list[Question]] = {}
     for q in suite:
         if q.gold is None or q.metadata.get("family") not in FAMILIES:
