@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tsevo.library.context import ToolInput
-from tsevo.library.sandbox import Sandbox, SandboxLimits, ToolResult, runner, worker
+from tsevo.library.sandbox import Sandbox, SandboxLimits, ToolResult, decode, wire, worker
 from tsevo.library.sandbox.contract import FastEncoder, check_fast_values, check_schema
 
 PRELOAD = ("tests.test_sandbox_batch:register_batch_primitives",)
@@ -40,7 +40,7 @@ def register_batch_primitives() -> None:
 
 
 def shrink_result_buffer() -> None:
-    """Give every child a tiny result buffer (called inside the worker)."""
+    """Give every child a tiny result buffer (called inside the worker, which reads its own name)."""
     worker.SHM_BYTES = SMALL_BUFFER
 
 
@@ -242,9 +242,9 @@ def test_inline_inputs_match_the_shared_window(sb: Sandbox) -> None:
 
 def test_wire_inputs_window_and_inline_agree() -> None:
     inputs = [make_input(f"x{i}", seed=i, n=5 + i) for i in range(4)]
-    inline = runner.wire_inputs(inputs)
+    inline = wire.wire_inputs(inputs)
     m = mmap.mmap(-1, 4096)
-    shared = runner.wire_inputs(inputs, m)
+    shared = wire.wire_inputs(inputs, m)
     assert shared["flat"] is None and shared["size"] == inline["size"] == sum(
         5 + i for i in range(4)
     )
@@ -252,7 +252,7 @@ def test_wire_inputs_window_and_inline_agree() -> None:
     got = np.frombuffer(m, dtype=np.float64, count=shared["size"]).copy()
     np.testing.assert_array_equal(got, inline["flat"])
     small = mmap.mmap(-1, 8)  # too small: falls back to inline samples
-    assert runner.wire_inputs(inputs, small)["flat"] is not None
+    assert wire.wire_inputs(inputs, small)["flat"] is not None
 
 
 # ------------------------------------------------------------------------------------------
@@ -294,23 +294,21 @@ def _stream(values: list[Any], runs: int = 1, max_items: int = 32) -> bytes:
     enc = FastEncoder(max_items)
     out = []
     for i, value in enumerate(values):
-        body = [worker.REC_ITEM.pack(worker.TAG_ITEM, i, runs)]
+        body = [wire.REC_ITEM.pack(wire.TAG_ITEM, i, runs)]
         for _ in range(runs):
             fast = enc.values(value) if type(value) is dict else None
             if fast is not None:
                 sid, packer, vals = fast
-                body.append(
-                    worker.RUN_FAST_HEAD.pack(worker.RUN_FAST, sid, 0.5) + packer.pack(*vals)
-                )
+                body.append(wire.RUN_FAST_HEAD.pack(wire.RUN_FAST, sid, 0.5) + packer.pack(*vals))
             elif value is None:
-                body.append(worker.RUN_NONE_REC.pack(worker.RUN_NONE, 0.5))
+                body.append(wire.RUN_NONE_REC.pack(wire.RUN_NONE, 0.5))
             else:
                 from tsevo.library.sandbox.contract import encode_value
 
                 rec = json.dumps({"s": "ret", "v": encode_value(value, max_items), "ms": 0.5})
-                body.append(worker.RUN_JSON_HEAD.pack(worker.RUN_JSON, len(rec)) + rec.encode())
+                body.append(wire.RUN_JSON_HEAD.pack(wire.RUN_JSON, len(rec)) + rec.encode())
         for sid, desc in enc.pending:
-            out.append(worker.REC_SCHEMA.pack(worker.TAG_SCHEMA, sid, len(desc)) + desc)
+            out.append(wire.REC_SCHEMA.pack(wire.TAG_SCHEMA, sid, len(desc)) + desc)
         enc.pending.clear()
         out.append(b"".join(body))
     return b"".join(out)
@@ -321,7 +319,7 @@ def _inputs(n: int) -> list[ToolInput]:
 
 
 def _item_by_item(stream: bytes, n: int, runs: int = 1) -> list[ToolResult]:
-    dec = runner._StreamDecoder(stream, LIMITS, runs)
+    dec = decode.StreamDecoder(stream, LIMITS, runs)
     return [dec.item(i, f"s{i}") for i in range(n)]
 
 
@@ -337,53 +335,51 @@ def test_bulk_decoding_equals_item_by_item() -> None:
         else:
             values.append({"m": i / 7, "n": i, "up": i % 2 == 0})
     stream = _stream(values)
-    bulk = runner._decode(stream, _inputs(300), LIMITS, 1)
+    bulk = decode.decode_stream(stream, _inputs(300), LIMITS, 1)
     assert bulk == _item_by_item(stream, 300)
     assert bulk[5].outputs == {"m": 5 / 7, "n": 5, "up": False}
     assert [type(v) for v in bulk[5].outputs.values()] == [float, int, bool]
     assert bulk[100].error_kind == "contract" and bulk[200].status == "abstain"
     # the same with two runs per item
     two = _stream(values, runs=2)
-    assert runner._decode(two, _inputs(300), LIMITS, 2) == _item_by_item(two, 300, runs=2)
+    assert decode.decode_stream(two, _inputs(300), LIMITS, 2) == _item_by_item(two, 300, runs=2)
 
 
 def test_decoder_rejects_forged_values_and_schemas() -> None:
     # an "int" column holding a fraction, a "bool" holding 0.5: only a forged stream does that
     schema = json.dumps({"k": ["a", "b"], "t": "ib"}).encode()
-    head = worker.REC_SCHEMA.pack(worker.TAG_SCHEMA, 0, len(schema)) + schema
-    packer = worker.RUN_FAST_HEAD
-    rec0 = worker.REC_ITEM.pack(worker.TAG_ITEM, 0, 1) + packer.pack(worker.RUN_FAST, 0, 0.1)
+    head = wire.REC_SCHEMA.pack(wire.TAG_SCHEMA, 0, len(schema)) + schema
+    packer = wire.RUN_FAST_HEAD
+    rec0 = wire.REC_ITEM.pack(wire.TAG_ITEM, 0, 1) + packer.pack(wire.RUN_FAST, 0, 0.1)
     rec0 += np.array([1.5, 1.0]).tobytes()
-    rec1 = worker.REC_ITEM.pack(worker.TAG_ITEM, 1, 1) + packer.pack(worker.RUN_FAST, 0, 0.1)
+    rec1 = wire.REC_ITEM.pack(wire.TAG_ITEM, 1, 1) + packer.pack(wire.RUN_FAST, 0, 0.1)
     rec1 += np.array([2.0, 0.5]).tobytes()
-    res = runner._decode(head + rec0 + rec1, _inputs(2), LIMITS, 1)
+    res = decode.decode_stream(head + rec0 + rec1, _inputs(2), LIMITS, 1)
     assert [r.error_kind for r in res] == ["contract", "contract"]
     assert all("malformed" in r.error for r in res)
     # a schema with a duplicate key is refused once, and every result using it is an error
     dup = json.dumps({"k": ["a", "a"], "t": "ff"}).encode()
-    stream = worker.REC_SCHEMA.pack(worker.TAG_SCHEMA, 3, len(dup)) + dup
+    stream = wire.REC_SCHEMA.pack(wire.TAG_SCHEMA, 3, len(dup)) + dup
     for i in range(3):
-        stream += worker.REC_ITEM.pack(worker.TAG_ITEM, i, 1) + packer.pack(worker.RUN_FAST, 3, 0.1)
+        stream += wire.REC_ITEM.pack(wire.TAG_ITEM, i, 1) + packer.pack(wire.RUN_FAST, 3, 0.1)
         stream += np.array([1.0, 2.0]).tobytes()
-    res = runner._decode(stream, _inputs(3), LIMITS, 1)
+    res = decode.decode_stream(stream, _inputs(3), LIMITS, 1)
     assert all(r.error_kind == "contract" and "duplicate" in r.error for r in res)
 
 
 def test_decoder_marks_out_of_order_and_truncated_streams() -> None:
     good = _stream([{"a": 1.0}] * 4)
-    res = runner._decode(good[:-3], _inputs(4), LIMITS, 1)
+    res = decode.decode_stream(good[:-3], _inputs(4), LIMITS, 1)
     assert [r.ok for r in res] == [True, True, True, False]
     assert "malformed" in res[3].error
     short = _stream([{"a": 1.0}] * 2)
-    res = runner._decode(short, _inputs(3), LIMITS, 1)  # one item missing
+    res = decode.decode_stream(short, _inputs(3), LIMITS, 1)  # one item missing
     assert [r.ok for r in res] == [True, True, False]
     one = _stream([{"a": 1.0}])
     skipped = (
-        one
-        + worker.REC_ITEM.pack(worker.TAG_ITEM, 2, 1)
-        + worker.RUN_NONE_REC.pack(worker.RUN_NONE, 0.1)
+        one + wire.REC_ITEM.pack(wire.TAG_ITEM, 2, 1) + wire.RUN_NONE_REC.pack(wire.RUN_NONE, 0.1)
     )
-    res = runner._decode(skipped, _inputs(3), LIMITS, 1)  # index 1 missing: out of order
+    res = decode.decode_stream(skipped, _inputs(3), LIMITS, 1)  # index 1 missing: out of order
     assert [r.status for r in res] == ["ok", "error", "error"]
     assert "out of order" in res[1].error
 
@@ -392,7 +388,7 @@ def test_decoder_marks_out_of_order_and_truncated_streams() -> None:
 def test_decoder_never_raises_on_garbage(data: bytes, n: int) -> None:
     prefix = _stream([{"a": 1.0, "b": True}])
     for stream in (data, prefix + data):
-        res = runner._decode(stream, _inputs(n), LIMITS, 1)
+        res = decode.decode_stream(stream, _inputs(n), LIMITS, 1)
         assert len(res) == n and all(isinstance(r, ToolResult) for r in res)
         for r in res:
             if r.ok:
@@ -436,10 +432,10 @@ def test_inputs_window_cannot_be_made_writable_in_the_worker() -> None:
     import os
 
     fd = os.memfd_create("test-window", os.MFD_CLOEXEC)
-    os.ftruncate(fd, worker.INPUT_WINDOW)
-    parent_view = mmap.mmap(fd, worker.INPUT_WINDOW)
+    os.ftruncate(fd, wire.INPUT_WINDOW)
+    parent_view = mmap.mmap(fd, wire.INPUT_WINDOW)
     parent_view[:8] = np.float64(2.5).tobytes()
-    window = worker._map_inputs(os.dup(fd))  # what the zygote maps (and its children inherit)
+    window = wire.map_inputs(os.dup(fd))  # what the zygote maps (and its children inherit)
     assert window is not None
     assert np.frombuffer(window, dtype=np.float64, count=1)[0] == 2.5
     with pytest.raises(TypeError):

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as _np
 
 from tsevo.library.context import ToolInput
+from tsevo.library.primitives import CATALOG
 
 __all__ = [
     "BUILTINS",
@@ -416,8 +417,6 @@ def build_base_namespace(catalog: Mapping[str, Any] | None = None) -> dict[str, 
         ``{"__builtins__": ..., "__name__": "tool", "P": ..., "np": ..., "math": ...}``.
     """
     if catalog is None:
-        from tsevo.library.primitives import CATALOG
-
         catalog = CATALOG
     return {
         "__builtins__": dict(BUILTINS),

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
 
+from tsevo.library.primitives import CATALOG
+
 from .facades import (
     BUILTINS,
     CTX_MEMBERS,
@@ -346,6 +348,4 @@ def check_source(source: str, *, primitive_names: Iterable[str] | None = None) -
 
 
 def _catalog_primitive_names() -> frozenset[str]:
-    from tsevo.library.primitives import CATALOG
-
     return frozenset(CATALOG)
