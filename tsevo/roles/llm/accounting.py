@@ -19,6 +19,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+import pandas as pd
+
 from .config import BudgetLimits, LLMError
 
 __all__ = ["Accounting", "Budget", "BudgetExhausted", "StageStats", "Usage"]
@@ -201,7 +203,7 @@ class Accounting:
                 out._get(r, st).add(StageStats(**dict(s)))
         return out
 
-    def to_frame(self) -> Any:
+    def to_frame(self) -> pd.DataFrame:
         """Tidy frame, one row per (role, stage).
 
         Returns:
@@ -209,8 +211,6 @@ class Accounting:
             ``prompt_tokens``, ``completion_tokens``, ``latency_s``, ``retries``, ``errors``,
             ``invalid``, ``total_tokens``.
         """
-        import pandas as pd
-
         rows = [
             {
                 "role": r,
