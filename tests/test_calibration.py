@@ -18,8 +18,6 @@ from tsevo.library.calibration import (
     CalibrationError,
     CalibrationResult,
     LeakError,
-    _float32_cut,
-    _group_split,
     attach_tree,
     compile_tree,
     compile_tree_function,
@@ -28,6 +26,7 @@ from tsevo.library.calibration import (
     tool_output_keys,
     tree_to_json,
 )
+from tsevo.library.calibration._fit import _float32_cut, _group_split
 
 FEATURES = ("slope", "ratio", "flag", "noise")
 

@@ -16,7 +16,14 @@ import pytest
 
 from tsevo.hashing import series_hash
 from tsevo.library import forecasting as fx
-from tsevo.library.forecasting import ChronosUnavailableError, Forecast, ForecastCache, forecast
+from tsevo.library.forecasting import (
+    ChronosUnavailableError,
+    Forecast,
+    ForecastCache,
+    _api,
+    _stat,
+    forecast,
+)
 from tsevo.library.primitives import CATALOG
 from tsevo.library.primitives.forecast import FORECAST_ARRAY_KEYS, FORECAST_OUTPUTS
 
@@ -133,13 +140,13 @@ def test_bad_inputs_raise():
 # ------------------------------------------------------------------------------ cache
 def test_cache_hit_does_not_recompute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     calls: list[int] = []
-    real = fx._stat_forecast
+    real = _stat.stat_forecast
 
     def counting(*a: Any, **k: Any) -> Forecast:
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(fx, "_stat_forecast", counting)
+    monkeypatch.setattr(_api, "stat_forecast", counting)
     y = np.cumsum(np.random.default_rng(4).normal(size=100))
     a = forecast(y, 12)
     b = forecast(y.copy(), 12)
@@ -173,7 +180,7 @@ def test_cache_hit_does_not_recompute(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
 def test_lru_eviction():
     cache = ForecastCache(maxsize=2)
-    fcs = [fx._stat_forecast(np.arange(10.0) + i, 3, (0.5,)) for i in range(3)]
+    fcs = [_stat.stat_forecast(np.arange(10.0) + i, 3, (0.5,)) for i in range(3)]
     for i, fc in enumerate(fcs):
         cache.put(f"k{i}", fc)
     assert cache.get("k0") is None and cache.get("k2") is fcs[2] and len(cache) == 2
@@ -214,11 +221,22 @@ def test_primitive_abstains_and_validates():
         fn(np.arange(30.0), h=0)
 
 
-def test_import_stays_light():
+@pytest.mark.parametrize(
+    ("modules", "absent"),
+    [
+        # what the sandbox worker imports before it forks: no model stack, no scikit-learn
+        (
+            "tsevo.library.forecasting, tsevo.library.primitives, tsevo.library.sandbox.worker",
+            ("torch", "chronos", "transformers", "sklearn"),
+        ),
+        # scikit-learn is an ordinary top-level import of calibration; the model stack is not
+        ("tsevo.library.calibration, tsevo.library.roots", ("torch", "chronos", "transformers")),
+    ],
+)
+def test_import_stays_light(modules: str, absent: tuple[str, ...]):
     code = (
-        "import sys, tsevo, tsevo.library.forecasting, tsevo.library.calibration, "
-        "tsevo.library.primitives\n"
-        "bad = [m for m in ('torch', 'chronos', 'transformers', 'sklearn') if m in sys.modules]\n"
+        f"import sys, tsevo, {modules}\n"
+        f"bad = [m for m in {absent!r} if m in sys.modules]\n"
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, timeout=60)
@@ -348,7 +366,7 @@ def test_chronos_disk_cache_survives_memory_clear(
     def boom(*a: Any, **k: Any) -> Any:
         raise AssertionError("recomputed instead of reading the disk cache")
 
-    monkeypatch.setattr(fx, "_chronos_predict", boom)
+    monkeypatch.setattr(_api, "chronos_predict", boom)
     b = forecast(y, 16, backend="chronos", model=tiny_chronos)
     np.testing.assert_array_equal(a.point, b.point)
     assert b.backend == "chronos" and b.method == "Chronos2Pipeline"

@@ -17,6 +17,8 @@ Everything is written canonically, so load -> save reproduces the bytes exactly.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shutil
 from collections.abc import Iterator, Sequence
@@ -203,8 +205,6 @@ class Library:
 
     def fingerprint(self) -> str:
         """Hash of the chain's behaviour (artifact hashes in order); an answer-cache key."""
-        import hashlib
-
         body = "|".join(f"{s.round}:{t.id}:{t.hash}" for s in self.stages for t in s.tools)
         return hashlib.sha256(f"{self.root}|{body}".encode()).hexdigest()[:16]
 
@@ -311,8 +311,6 @@ class Library:
     @classmethod
     def load(cls, path: str | Path) -> Library:
         """Read a library folder written by :meth:`save` (hashes are verified)."""
-        import json
-
         src = Path(path)
         _recover(src)
         head_file = src / "library.json"

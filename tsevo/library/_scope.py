@@ -1,0 +1,176 @@
+"""Where an artifact applies: :class:`Scope` and its text :class:`Matcher` over question tokens."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Arity", "Matcher", "Scope", "as_tuple", "options_kind", "question_tokens"]
+
+Arity = Literal["any", "single", "dual", "candidates", "covariate"]
+
+_TOKEN = re.compile(r"[a-z][a-z_]+")
+
+
+def question_tokens(text: str) -> frozenset[str]:
+    """Lower-case word tokens of a question text, numbers masked out (what matchers read)."""
+    return frozenset(_TOKEN.findall(text.lower()))
+
+
+def as_tuple(v: Any) -> tuple[Any, ...]:
+    """A tuple of ``v`` (``()`` for None): how a JSON list becomes a frozen field."""
+    return tuple(v) if v is not None else ()
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """A text matcher over question tokens (numbers masked), learned from a bucket or written by hand.
+
+    The score is the weighted fraction of the matcher's terms present in the question:
+    ``sum(w_t for t in terms if t in tokens) / sum(w_t)``. A question matches when the score is at
+    least ``threshold``, every ``require`` token is present and no ``forbid`` token is.
+
+    Attributes:
+        terms: Term weights (positive).
+        threshold: Minimum score in [0, 1]; 0 with no terms matches everything.
+        require: Tokens that must all be present.
+        forbid: Tokens that must all be absent.
+    """
+
+    terms: Mapping[str, float] = field(default_factory=dict)
+    threshold: float = 0.0
+    require: tuple[str, ...] = ()
+    forbid: tuple[str, ...] = ()
+
+    def score(self, tokens: frozenset[str]) -> float:
+        """Weighted fraction of terms present (1.0 when there are no terms)."""
+        total = sum(self.terms.values())
+        if total <= 0:
+            return 1.0
+        return sum(w for t, w in self.terms.items() if t in tokens) / total
+
+    def matches(self, tokens: frozenset[str]) -> bool:
+        """True when the tokens satisfy require/forbid and the score threshold."""
+        if any(t not in tokens for t in self.require):
+            return False
+        if any(t in tokens for t in self.forbid):
+            return False
+        return self.score(tokens) >= self.threshold - 1e-12
+
+    @property
+    def is_trivial(self) -> bool:
+        """True when the matcher accepts every question."""
+        return not self.terms and not self.require and not self.forbid
+
+    def describe(self, top: int = 8) -> str:
+        """Short text rendering for catalogs."""
+        parts = []
+        if self.terms:
+            best = sorted(self.terms.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+            parts.append(
+                "terms " + ", ".join(t for t, _ in best) + f" (score >= {self.threshold:.2f})"
+            )
+        if self.require:
+            parts.append("requires " + ", ".join(self.require))
+        if self.forbid:
+            parts.append("never with " + ", ".join(self.forbid))
+        return "; ".join(parts) or "any question"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "terms": {k: float(v) for k, v in sorted(self.terms.items())},
+            "threshold": float(self.threshold),
+            "require": list(self.require),
+            "forbid": list(self.forbid),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Matcher:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            terms={str(k): float(v) for k, v in (d.get("terms") or {}).items()},
+            threshold=float(d.get("threshold", 0.0)),
+            require=as_tuple(d.get("require")),
+            forbid=as_tuple(d.get("forbid")),
+        )
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where an artifact applies. Out-of-scope questions are never touched.
+
+    Attributes:
+        tasks: Task names it applies to (empty = any task).
+        evidence: Evidence types it provides (descriptive, e.g. ``"level_gap"``).
+        arity: Input shape: ``single`` (one primary), ``dual`` (two primaries), ``candidates``
+            (reference plus named candidates), ``covariate`` (a named covariate), or ``any``.
+        anti_tasks: Tasks it must never touch (anti-scope).
+        matcher: Text matcher the question must satisfy.
+        anti_matcher: Text matcher the question must NOT satisfy (anti-scope); ignored when trivial.
+        options_kind: Required option shape: ``numeric``, ``label``, ``candidate`` or ``any``.
+    """
+
+    tasks: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+    arity: Arity = "any"
+    anti_tasks: tuple[str, ...] = ()
+    matcher: Matcher = field(default_factory=Matcher)
+    anti_matcher: Matcher = field(default_factory=Matcher)
+    options_kind: str = "any"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "tasks": list(self.tasks),
+            "evidence": list(self.evidence),
+            "arity": self.arity,
+            "anti_tasks": list(self.anti_tasks),
+            "matcher": self.matcher.to_dict(),
+            "anti_matcher": self.anti_matcher.to_dict(),
+            "options_kind": self.options_kind,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Scope:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            tasks=as_tuple(d.get("tasks")),
+            evidence=as_tuple(d.get("evidence")),
+            arity=d.get("arity", "any"),
+            anti_tasks=as_tuple(d.get("anti_tasks")),
+            matcher=Matcher.from_dict(d.get("matcher") or {}),
+            anti_matcher=Matcher.from_dict(d.get("anti_matcher") or {}),
+            options_kind=d.get("options_kind", "any"),
+        )
+
+    def describe(self) -> str:
+        """One-line text rendering for catalogs."""
+        parts = [f"tasks: {', '.join(self.tasks) or 'any'}", f"input: {self.arity}"]
+        if self.options_kind != "any":
+            parts.append(f"options: {self.options_kind}")
+        if self.evidence:
+            parts.append(f"evidence: {', '.join(self.evidence)}")
+        if not self.matcher.is_trivial:
+            parts.append(f"when: {self.matcher.describe()}")
+        anti = list(self.anti_tasks)
+        if not self.anti_matcher.is_trivial:
+            anti.append(self.anti_matcher.describe())
+        if anti:
+            parts.append(f"not for: {'; '.join(anti)}")
+        return " | ".join(parts)
+
+
+def options_kind(options: Sequence[str], candidates: Sequence[str]) -> str:
+    """Classify an option set: ``candidate`` (options name candidate series), ``numeric`` or ``label``."""
+    if candidates:
+        cand = {c.lower() for c in candidates}
+        if all(
+            any(tok in cand for tok in re.findall(r"[A-Za-z0-9_]+", o.lower())) for o in options
+        ):
+            return "candidate"
+    if all(re.search(r"[-+]?\d", o) for o in options):
+        return "numeric"
+    return "label"
