@@ -19,10 +19,10 @@ import math
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -34,6 +34,8 @@ from tsevo.data.validation import norm_text
 __all__ = ["SourceReport"]
 
 TABLE_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet")
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -77,6 +79,27 @@ class Collector:
         self.errors: list[RecordError] = []
         self.skipped: Counter[str] = Counter()
         self.files: list[str] = []
+
+    def rows(self, files: Iterable[Path]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every readable row of ``files`` with its row number (:func:`iter_rows`).
+
+        Each file is recorded for the report; an unreadable row fails (:meth:`fail`).
+        """
+        for f in files:
+            self.files.append(str(f))
+            for rownum, row in iter_rows(f):
+                if isinstance(row, RecordError):
+                    self.fail(row)
+                    continue
+                yield rownum, row
+
+    def attempt(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T | None:
+        """``fn(*args, **kw)``, or None when it raised a :class:`RecordError` (see :meth:`fail`)."""
+        try:
+            return fn(*args, **kw)
+        except RecordError as err:
+            self.fail(err)
+            return None
 
     def add(self, record: dict[str, Any]) -> None:
         """Queue one converted record for validation."""

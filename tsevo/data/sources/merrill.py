@@ -33,7 +33,6 @@ from ._common import (
     Collector,
     SourceReport,
     is_missing,
-    iter_rows,
     resolve_files,
     short_hash,
     text_field,
@@ -160,23 +159,18 @@ def load_merrill(
     files = resolve_files(path, suffixes=(".jsonl", ".json"))
     col = Collector(SOURCE, lenient=lenient)
     seen: dict[str, int] = {}
-    for f in files:
-        col.files.append(str(f))
-        for rownum, row in iter_rows(f):
-            if isinstance(row, RecordError):
-                col.fail(row)
-                continue
-            try:
-                rec = convert_row(row, rownum, etiological=etiological)
-            except RecordError as err:
-                col.fail(err)
-                continue
-            if rec is None:
-                col.skip("etiological row (etiological=False)")
-                continue
-            n = seen.get(rec["id"], 0) + 1
-            seen[rec["id"]] = n
-            if n > 1:
-                rec["id"] = f"{rec['id']}~{n}"
-            col.add(rec)
+    for rownum, row in col.rows(files):
+        try:
+            rec = convert_row(row, rownum, etiological=etiological)
+        except RecordError as err:
+            col.fail(err)
+            continue
+        if rec is None:
+            col.skip("etiological row (etiological=False)")
+            continue
+        n = seen.get(rec["id"], 0) + 1
+        seen[rec["id"]] = n
+        if n > 1:
+            rec["id"] = f"{rec['id']}~{n}"
+        col.add(rec)
     return col.finish(SOURCE)

@@ -28,7 +28,6 @@ from ._common import (
     Collector,
     SourceReport,
     is_missing,
-    iter_rows,
     letter_index,
     match_option,
     parse_literal,
@@ -150,20 +149,12 @@ def load_mmts(path: str | Path, *, lenient: bool = False) -> tuple[Suite, Source
     """
     files = resolve_files(path, name_hint=r"qats|match")
     col = Collector(SOURCE, lenient=lenient)
-    for f in files:
-        col.files.append(str(f))
-        for rownum, row in iter_rows(f):
-            if isinstance(row, RecordError):
-                col.fail(row)
-                continue
-            subset = _first(row, "split", "subset")
-            if subset is not None and str(subset).strip().lower() != "match":
-                col.skip(f"subset={subset}")
-                continue
-            try:
-                rec = convert_row(row, rownum)
-            except RecordError as err:
-                col.fail(err)
-                continue
+    for rownum, row in col.rows(files):
+        subset = _first(row, "split", "subset")
+        if subset is not None and str(subset).strip().lower() != "match":
+            col.skip(f"subset={subset}")
+            continue
+        rec = col.attempt(convert_row, row, rownum)
+        if rec is not None:
             col.add(rec)
     return col.finish(SOURCE)

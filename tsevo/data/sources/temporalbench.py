@@ -49,7 +49,6 @@ from ._common import (
     Collector,
     SourceReport,
     fill_missing,
-    iter_rows,
     match_option,
     resolve_files,
     to_float_list,
@@ -460,26 +459,11 @@ def load_temporalbench(
     wanted = {t.upper() for t in tiers}
     files = resolve_files(path, suffixes=(".jsonl", ".json"))
     col = Collector(SOURCE, lenient=lenient)
-    for f in files:
-        col.files.append(str(f))
-        for rownum, row in iter_rows(f):
-            if isinstance(row, RecordError):
-                col.fail(row)
+    for rownum, row in col.rows(files):
+        for node_id, tier, node in col.attempt(_nodes, row, rownum) or ():
+            if tier.upper().strip() not in wanted and tier.upper().strip() in TIERS:
+                col.skip(f"tier {tier.upper().strip()} not requested")
                 continue
-            try:
-                nodes = _nodes(row, rownum)
-            except RecordError as err:
-                col.fail(err)
-                continue
-            for node_id, tier, node in nodes:
-                if tier.upper().strip() not in wanted and tier.upper().strip() in TIERS:
-                    col.skip(f"tier {tier.upper().strip()} not requested")
-                    continue
-                try:
-                    recs = convert_node(row, node_id, tier, node, target)
-                except RecordError as err:
-                    col.fail(err)
-                    continue
-                for rec in recs:
-                    col.add(rec)
+            for rec in col.attempt(convert_node, row, node_id, tier, node, target) or ():
+                col.add(rec)
     return col.finish(SOURCE)

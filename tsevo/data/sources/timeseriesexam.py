@@ -24,7 +24,7 @@ from typing import Any
 from tsevo.data.report import RecordError
 from tsevo.data.suite import Suite
 
-from ._common import Collector, SourceReport, iter_rows, match_option, resolve_files, to_float_list
+from ._common import Collector, SourceReport, match_option, resolve_files, to_float_list
 
 __all__ = ["load_timeseriesexam"]
 
@@ -117,16 +117,8 @@ def load_timeseriesexam(path: str | Path, *, lenient: bool = False) -> tuple[Sui
     """
     files = resolve_files(path, suffixes=(".json", ".jsonl"), name_hint=r"qa")
     col = Collector(SOURCE, lenient=lenient)
-    for f in files:
-        col.files.append(str(f))
-        for rownum, row in iter_rows(f):
-            if isinstance(row, RecordError):
-                col.fail(row)
-                continue
-            try:
-                rec = convert_row(row, rownum)
-            except RecordError as err:
-                col.fail(err)
-                continue
+    for rownum, row in col.rows(files):
+        rec = col.attempt(convert_row, row, rownum)
+        if rec is not None:
             col.add(rec)
     return col.finish(SOURCE)

@@ -38,7 +38,6 @@ from ._common import (
     SourceReport,
     find_arrays,
     is_missing,
-    iter_rows,
     letter_index,
     parse_literal,
     resolve_files,
@@ -182,32 +181,24 @@ def load_tsaqa(
     """
     files = resolve_files(path)
     col = Collector(SOURCE, lenient=lenient)
-    for f in files:
-        col.files.append(str(f))
-        for rownum, row in iter_rows(f):
-            if isinstance(row, RecordError):
-                col.fail(row)
-                continue
-            task = row.get("task")
-            if str(task).strip().lower() != "data_transformation":
-                col.skip(f"task={task}")
-                continue
-            qtype = row.get("question_type")
-            if not is_missing(qtype) and str(qtype).strip().lower() not in (
-                "multiple_choices",
-                "multiple_choice",
-                "multiple-choice",
-            ):
-                col.skip(f"data_transformation question_type={qtype}")
-                continue
-            ds = row.get("dataset")
-            if exclude_sunspot and not is_missing(ds) and "sunspot" in str(ds).lower():
-                col.skip("dataset=sunspot (exclude_sunspot)")
-                continue
-            try:
-                rec = convert_row(row, rownum)
-            except RecordError as err:
-                col.fail(err)
-                continue
+    for rownum, row in col.rows(files):
+        task = row.get("task")
+        if str(task).strip().lower() != "data_transformation":
+            col.skip(f"task={task}")
+            continue
+        qtype = row.get("question_type")
+        if not is_missing(qtype) and str(qtype).strip().lower() not in (
+            "multiple_choices",
+            "multiple_choice",
+            "multiple-choice",
+        ):
+            col.skip(f"data_transformation question_type={qtype}")
+            continue
+        ds = row.get("dataset")
+        if exclude_sunspot and not is_missing(ds) and "sunspot" in str(ds).lower():
+            col.skip("dataset=sunspot (exclude_sunspot)")
+            continue
+        rec = col.attempt(convert_row, row, rownum)
+        if rec is not None:
             col.add(rec)
     return col.finish(SOURCE)

@@ -24,6 +24,7 @@ __all__ = [
     "DIFFICULTIES",
     "Family",
     "GenerationError",
+    "Phrasebook",
     "build_question",
     "family_key",
     "nearest_option_log",
@@ -197,6 +198,96 @@ def build_question(
         group=qid,
         metadata=meta,
     )
+
+
+@dataclass(frozen=True)
+class Phrasebook:
+    """A family's question templates, and how a finished item becomes a :class:`Question`.
+
+    Attributes:
+        family: Family name (metadata).
+        task: The ``Question.task`` string.
+        phrasings: Question templates per subtask.
+    """
+
+    family: str
+    task: str
+    phrasings: Mapping[str, Sequence[str]]
+
+    def question(
+        self,
+        rng: np.random.Generator,
+        index: int,
+        difficulty: str,
+        subtask: str,
+        *,
+        labels: Sequence[str],
+        gold_label: str,
+        series: Mapping[str, Any],
+        primary: Sequence[str] | None = None,
+        covariates: Sequence[str] = (),
+        candidates: Sequence[str] = (),
+        latent: Mapping[str, Any] | None = None,
+        attempts: int = 1,
+        slots: Mapping[str, Any] | None = None,
+    ) -> Question:
+        """Draw a phrasing of ``subtask``, fill its ``slots`` and build the question.
+
+        The phrasing is the item's next draw, the option order the one after it
+        (:func:`build_question`). ``primary`` defaults to the first series. The other arguments
+        are those of :func:`build_question`.
+        """
+        templates = self.phrasings[subtask]
+        tpl = int(rng.integers(len(templates)))
+        text = templates[tpl] if slots is None else templates[tpl].format(**slots)
+        return build_question(
+            rng=rng,
+            family=self.family,
+            task=self.task,
+            index=index,
+            difficulty=difficulty,
+            subtask=subtask,
+            template=tpl,
+            text=text,
+            labels=labels,
+            gold_label=gold_label,
+            series=series,
+            primary=tuple(series)[:1] if primary is None else primary,
+            covariates=covariates,
+            candidates=candidates,
+            latent=latent,
+            attempts=attempts,
+        )
+
+    def labelled(
+        self,
+        rng: np.random.Generator,
+        index: int,
+        difficulty: str,
+        subtask: str,
+        labels: Sequence[str],
+        label: str,
+        series: Mapping[str, Any],
+        latent: Mapping[str, Any],
+        attempts: int,
+        *,
+        slots: Mapping[str, Any] | None = None,
+        primary: Sequence[str] | None = None,
+    ) -> Question:
+        """:meth:`question` whose gold is ``label``, also recorded first in the latent parameters."""
+        return self.question(
+            rng,
+            index,
+            difficulty,
+            subtask,
+            labels=labels,
+            gold_label=label,
+            series=series,
+            primary=primary,
+            latent={"label": label, **latent},
+            attempts=attempts,
+            slots=slots,
+        )
 
 
 # ---------------------------------------------------------------------- reading questions

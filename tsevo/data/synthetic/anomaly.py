@@ -20,7 +20,7 @@ from tsevo.data.question import Question
 from ._base import (
     Family,
     FloatArray,
-    build_question,
+    Phrasebook,
     check_difficulty,
     diff_sigma,
     nearest_option_log,
@@ -54,6 +54,7 @@ PHRASINGS: dict[str, tuple[str, ...]] = {
         "How many isolated outliers can be seen in this series?",
     ),
 }
+BOOK = Phrasebook(NAME, TASK, PHRASINGS)
 
 _FLAT_RUN = 5
 _BURST_CUT = 2.0
@@ -209,23 +210,7 @@ def _gen(rng: np.random.Generator, sub: str, hard: bool, difficulty: str, index:
         return (y, latent) if ok else None
 
     (y, latent), tries = resample(attempt, f"anomaly/{sub}")
-    tpl = int(rng.integers(len(PHRASINGS[sub])))
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask=sub,
-        template=tpl,
-        text=PHRASINGS[sub][tpl],
-        labels=labels,
-        gold_label=label,
-        series={"series": y},
-        primary=("series",),
-        latent={"label": label, **latent},
-        attempts=tries,
-    )
+    return BOOK.labelled(rng, index, difficulty, sub, labels, label, {"series": y}, latent, tries)
 
 
 def generate(rng: np.random.Generator, difficulty: str, index: int) -> Question:

@@ -18,7 +18,7 @@ from tsevo.data.question import Question
 from ._base import (
     Family,
     FloatArray,
-    build_question,
+    Phrasebook,
     check_difficulty,
     option_index,
     pick,
@@ -46,6 +46,7 @@ PHRASINGS: dict[str, tuple[str, ...]] = {
         "higher median?",
     ),
 }
+BOOK = Phrasebook(NAME, TASK, PHRASINGS)
 
 _KS_CUT = 1.36
 _KS_MARGIN = {"easy": (1.0, 1.9), "hard": (1.15, 1.6)}
@@ -122,7 +123,18 @@ def _gen_same(rng: np.random.Generator, hard: bool, difficulty: str, index: int)
         return a, b, {"n": n, "shape": shape, "difference": kind, "ks_lambda": lam}
 
     (a, b, latent), tries = resample(attempt, "distribution/same_distribution")
-    return _finish(rng, index, difficulty, "same_distribution", SAME, label, a, b, latent, tries)
+    return BOOK.labelled(
+        rng,
+        index,
+        difficulty,
+        "same_distribution",
+        SAME,
+        label,
+        {"A": a, "B": b},
+        latent,
+        tries,
+        primary=("A", "B"),
+    )
 
 
 def _gen_median(rng: np.random.Generator, hard: bool, difficulty: str, index: int) -> Question:
@@ -162,37 +174,17 @@ def _gen_median(rng: np.random.Generator, hard: bool, difficulty: str, index: in
         )
 
     (a, b, latent), tries = resample(attempt, "distribution/median")
-    return _finish(rng, index, difficulty, "median", MEDIAN, label, a, b, latent, tries)
-
-
-def _finish(
-    rng: np.random.Generator,
-    index: int,
-    difficulty: str,
-    sub: str,
-    labels: tuple[str, ...],
-    label: str,
-    a: FloatArray,
-    b: FloatArray,
-    latent: dict[str, object],
-    tries: int,
-) -> Question:
-    tpl = int(rng.integers(len(PHRASINGS[sub])))
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask=sub,
-        template=tpl,
-        text=PHRASINGS[sub][tpl],
-        labels=labels,
-        gold_label=label,
-        series={"A": a, "B": b},
+    return BOOK.labelled(
+        rng,
+        index,
+        difficulty,
+        "median",
+        MEDIAN,
+        label,
+        {"A": a, "B": b},
+        latent,
+        tries,
         primary=("A", "B"),
-        latent={"label": label, **latent},
-        attempts=tries,
     )
 
 

@@ -21,7 +21,7 @@ from tsevo.data.question import Question
 from ._base import (
     Family,
     FloatArray,
-    build_question,
+    Phrasebook,
     check_difficulty,
     dominant_period,
     numbers,
@@ -46,6 +46,7 @@ _TEMPLATES = (
     "average be higher or lower?",
 )
 PHRASINGS: dict[str, tuple[str, ...]] = {s: _TEMPLATES for s in SUBTASKS}
+BOOK = Phrasebook(NAME, TASK, PHRASINGS)
 
 _GOLD_MARGIN = {"easy": 0.8, "hard": 0.5}
 _ORACLE_MARGIN = 0.3
@@ -158,22 +159,17 @@ def _gen(rng: np.random.Generator, sub: str, hard: bool, difficulty: str, index:
         return y, h, m, latent
 
     (y, h, m, latent), tries = resample(attempt, f"forecast/{sub}")
-    tpl = int(rng.integers(len(_TEMPLATES)))
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask=sub,
-        template=tpl,
-        text=_TEMPLATES[tpl].format(h=h, m=m),
-        labels=DIRECTION,
-        gold_label=label,
-        series={"series": y},
-        primary=("series",),
-        latent={"label": label, **latent},
-        attempts=tries,
+    return BOOK.labelled(
+        rng,
+        index,
+        difficulty,
+        sub,
+        DIRECTION,
+        label,
+        {"series": y},
+        latent,
+        tries,
+        slots={"h": h, "m": m},
     )
 
 

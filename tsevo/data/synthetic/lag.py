@@ -19,8 +19,8 @@ from tsevo.data.question import Question
 from ._base import (
     Family,
     FloatArray,
+    Phrasebook,
     ar_noise,
-    build_question,
     check_difficulty,
     nearest_option_log,
     numeric_distractors,
@@ -52,6 +52,7 @@ PHRASINGS: dict[str, tuple[str, ...]] = {
         "Looking at {cov} and the target, which one moves first?",
     ),
 }
+BOOK = Phrasebook(NAME, TASK, PHRASINGS)
 
 
 def xcorr_diff(cov: FloatArray, target: FloatArray, lags: range) -> FloatArray:
@@ -117,21 +118,16 @@ def _gen(rng: np.random.Generator, sub: str, hard: bool, difficulty: str, index:
         return x, y, values, {"n": n, "lag": L, "phi": phi, "gain": g, "margin": margin}
 
     (x, y, values, latent), tries = resample(attempt, f"lag/{sub}")
-    tpl = int(rng.integers(len(PHRASINGS[sub])))
     if sub == "lag":
         labels = tuple(f"{int(v)} steps" for v in values)
         gold = labels[0]
     else:
         labels, gold = DIRECTION, label
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask=sub,
-        template=tpl,
-        text=PHRASINGS[sub][tpl].format(cov=cov),
+    return BOOK.question(
+        rng,
+        index,
+        difficulty,
+        sub,
         labels=labels,
         gold_label=gold,
         series={TARGET: y, cov: x},
@@ -139,6 +135,7 @@ def _gen(rng: np.random.Generator, sub: str, hard: bool, difficulty: str, index:
         covariates=(cov,),
         latent={"covariate": cov, "label": gold, **latent},
         attempts=tries,
+        slots={"cov": cov},
     )
 
 

@@ -20,7 +20,7 @@ from tsevo.data.question import Question
 from ._base import (
     Family,
     FloatArray,
-    build_question,
+    Phrasebook,
     check_difficulty,
     option_index,
     resample,
@@ -47,6 +47,7 @@ PHRASINGS: dict[str, tuple[str, ...]] = {
         "Among the candidates {names}, which is the reference turned upside down?",
     ),
 }
+BOOK = Phrasebook(NAME, TASK, PHRASINGS)
 
 
 def _pattern(rng: np.random.Generator, n: int) -> FloatArray:
@@ -141,18 +142,13 @@ def _gen(rng: np.random.Generator, sub: str, hard: bool, difficulty: str, index:
         return ref, cands, {"n": n, "kinds": kinds, "scores": sc}
 
     (ref, cands, latent), tries = resample(attempt, f"matching/{sub}")
-    tpl = int(rng.integers(len(PHRASINGS[sub])))
     listed = ", ".join(names[:-1]) + " or " + names[-1]
     labels = tuple(f"Series {nm}" for nm in names)
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask=sub,
-        template=tpl,
-        text=PHRASINGS[sub][tpl].format(names=listed),
+    return BOOK.question(
+        rng,
+        index,
+        difficulty,
+        sub,
         labels=labels,
         gold_label=f"Series {gold}",
         series={REFERENCE: ref, **cands},
@@ -160,6 +156,7 @@ def _gen(rng: np.random.Generator, sub: str, hard: bool, difficulty: str, index:
         candidates=names,
         latent={"gold_candidate": gold, **latent},
         attempts=tries,
+        slots={"names": listed},
     )
 
 

@@ -17,7 +17,7 @@ from tsevo.data.question import Question
 from ._base import (
     Family,
     FloatArray,
-    build_question,
+    Phrasebook,
     check_difficulty,
     log_margin,
     nearest_option_log,
@@ -49,6 +49,7 @@ PHRASINGS: dict[str, tuple[str, ...]] = {
         "Estimate the noise level, i.e. the standard deviation of the irregular component.",
     ),
 }
+BOOK = Phrasebook(NAME, TASK, PHRASINGS)
 
 _DF_CUT = -13.0
 _DF_MARGIN = {"easy": 6.0, "hard": 3.0}
@@ -101,9 +102,8 @@ def _gen_stationarity(
         return y, {"n": n, "phi": phi, "scale": scale, "df_rho": stat}
 
     (y, latent), tries = resample(attempt, "noise/stationarity")
-    tpl = int(rng.integers(len(PHRASINGS["stationarity"])))
-    return _finish(
-        rng, index, difficulty, "stationarity", tpl, STATIONARITY, label, y, latent, tries
+    return BOOK.labelled(
+        rng, index, difficulty, "stationarity", STATIONARITY, label, {"series": y}, latent, tries
     )
 
 
@@ -129,40 +129,9 @@ def _gen_level(rng: np.random.Generator, hard: bool, difficulty: str, index: int
         return y, {"n": n, "sigma": sigma, "signal_amp": amp1, "estimate": est}
 
     (y, latent), tries = resample(attempt, "noise/noise_level")
-    tpl = int(rng.integers(len(PHRASINGS["noise_level"])))
     labels = tuple(f"{v:g}" for v in values)
-    return _finish(
-        rng, index, difficulty, "noise_level", tpl, labels, f"{sigma:g}", y, latent, tries
-    )
-
-
-def _finish(
-    rng: np.random.Generator,
-    index: int,
-    difficulty: str,
-    sub: str,
-    tpl: int,
-    labels: tuple[str, ...],
-    label: str,
-    y: FloatArray,
-    latent: dict[str, object],
-    tries: int,
-) -> Question:
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask=sub,
-        template=tpl,
-        text=PHRASINGS[sub][tpl],
-        labels=labels,
-        gold_label=label,
-        series={"series": y},
-        primary=("series",),
-        latent={"label": label, **latent},
-        attempts=tries,
+    return BOOK.labelled(
+        rng, index, difficulty, "noise_level", labels, f"{sigma:g}", {"series": y}, latent, tries
     )
 
 

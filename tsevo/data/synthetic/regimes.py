@@ -19,7 +19,7 @@ from tsevo.data.question import Question
 from ._base import (
     Family,
     FloatArray,
-    build_question,
+    Phrasebook,
     check_difficulty,
     diff_sigma,
     nearest_option_log,
@@ -56,6 +56,7 @@ PHRASINGS: dict[str, tuple[str, ...]] = {
         "At roughly t={tau} the series undergoes a structural break. Which kind of break is it?",
     ),
 }
+BOOK = Phrasebook(NAME, TASK, PHRASINGS)
 
 _MIN_SIZE = 5
 _BREAK_VAR_CUT = float(np.log(1.6))
@@ -165,19 +166,8 @@ def _gen_count(rng: np.random.Generator, hard: bool, difficulty: str, index: int
         return y, {"n": n, "k": k, "cps": cps.tolist(), "jumps": jumps.tolist(), "scale": scale}
 
     (y, latent), tries = resample(attempt, "regimes/count")
-    tpl = int(rng.integers(len(PHRASINGS["count"])))
-    return _finish(
-        rng,
-        index,
-        difficulty,
-        "count",
-        tpl,
-        PHRASINGS["count"][tpl],
-        COUNTS,
-        str(k),
-        y,
-        latent,
-        tries,
+    return BOOK.labelled(
+        rng, index, difficulty, "count", COUNTS, str(k), {"series": y}, latent, tries
     )
 
 
@@ -199,19 +189,8 @@ def _gen_location(rng: np.random.Generator, hard: bool, difficulty: str, index: 
         return y, {"n": n, "tau": tau, "jump_sigma": jump, "scale": scale, "pos": pos}
 
     (y, latent), tries = resample(attempt, "regimes/location")
-    tpl = int(rng.integers(len(PHRASINGS["location"])))
-    return _finish(
-        rng,
-        index,
-        difficulty,
-        "location",
-        tpl,
-        PHRASINGS["location"][tpl],
-        LOCATION,
-        label,
-        y,
-        latent,
-        tries,
+    return BOOK.labelled(
+        rng, index, difficulty, "location", LOCATION, label, {"series": y}, latent, tries
     )
 
 
@@ -250,39 +229,17 @@ def _gen_break(rng: np.random.Generator, hard: bool, difficulty: str, index: int
         }
 
     (y, latent), tries = resample(attempt, "regimes/break_type")
-    tpl = int(rng.integers(len(PHRASINGS["break_type"])))
-    text = PHRASINGS["break_type"][tpl].format(tau=latent["tau"])
-    return _finish(rng, index, difficulty, "break_type", tpl, text, BREAK, label, y, latent, tries)
-
-
-def _finish(
-    rng: np.random.Generator,
-    index: int,
-    difficulty: str,
-    sub: str,
-    tpl: int,
-    text: str,
-    labels: tuple[str, ...],
-    label: str,
-    y: FloatArray,
-    latent: dict[str, object],
-    tries: int,
-) -> Question:
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask=sub,
-        template=tpl,
-        text=text,
-        labels=labels,
-        gold_label=label,
-        series={"series": y},
-        primary=("series",),
-        latent={"label": label, **latent},
-        attempts=tries,
+    return BOOK.labelled(
+        rng,
+        index,
+        difficulty,
+        "break_type",
+        BREAK,
+        label,
+        {"series": y},
+        latent,
+        tries,
+        slots={"tau": latent["tau"]},
     )
 
 

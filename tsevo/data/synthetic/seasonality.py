@@ -16,7 +16,7 @@ from tsevo.data.question import Question
 from ._base import (
     Family,
     FloatArray,
-    build_question,
+    Phrasebook,
     check_difficulty,
     detrend,
     dominant_period,
@@ -47,6 +47,7 @@ PHRASINGS: dict[str, tuple[str, ...]] = {
         "Over the course of the series, the size of the periodic fluctuations is...",
     ),
 }
+BOOK = Phrasebook(NAME, TASK, PHRASINGS)
 
 _AMP_CUT = 0.15
 _AMP_MARGIN = {"easy": 0.07, "hard": 0.05}
@@ -104,21 +105,15 @@ def _gen_period(rng: np.random.Generator, hard: bool, difficulty: str, index: in
         return y, values, latent
 
     (y, values, latent), tries = resample(attempt, "seasonality/period")
-    tpl = int(rng.integers(len(PHRASINGS["period"])))
     labels = [f"{int(v)} steps" for v in values]
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask="period",
-        template=tpl,
-        text=PHRASINGS["period"][tpl],
+    return BOOK.question(
+        rng,
+        index,
+        difficulty,
+        "period",
         labels=labels,
         gold_label=labels[0],
         series={"series": y},
-        primary=("series",),
         latent=latent,
         attempts=tries,
     )
@@ -147,22 +142,8 @@ def _gen_amp(rng: np.random.Generator, hard: bool, difficulty: str, index: int) 
         return y, {"n": n, "period": p, "ratio": r if label != "constant" else 1.0, "stat": stat}
 
     (y, latent), tries = resample(attempt, "seasonality/amplitude_change")
-    tpl = int(rng.integers(len(PHRASINGS["amplitude_change"])))
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask="amplitude_change",
-        template=tpl,
-        text=PHRASINGS["amplitude_change"][tpl],
-        labels=AMPLITUDE,
-        gold_label=label,
-        series={"series": y},
-        primary=("series",),
-        latent={"label": label, **latent},
-        attempts=tries,
+    return BOOK.labelled(
+        rng, index, difficulty, "amplitude_change", AMPLITUDE, label, {"series": y}, latent, tries
     )
 
 

@@ -22,8 +22,8 @@ from tsevo.data.question import Question
 from ._base import (
     Family,
     FloatArray,
+    Phrasebook,
     ar_noise,
-    build_question,
     check_difficulty,
     numbers,
     option_index,
@@ -67,6 +67,7 @@ PHRASINGS: dict[str, tuple[str, ...]] = {
         "{b2} power ({l2} to {h2} Hz)?",
     ),
 }
+BOOK = Phrasebook(NAME, TASK, PHRASINGS)
 
 _DOM_MARGIN = {"easy": 1.8, "hard": 1.25}
 _RATIO_MARGIN = {"easy": float(np.log(1.6)), "hard": float(np.log(1.25))}
@@ -113,19 +114,17 @@ def _gen_dominant(rng: np.random.Generator, hard: bool, difficulty: str, index: 
         return y, fs, {"fs": fs, "amp": amp, "powers": powers}
 
     (y, fs, latent), tries = resample(attempt, "spectral/dominant_band")
-    tpl = int(rng.integers(len(PHRASINGS["dominant_band"])))
-    return _finish(
+    return BOOK.labelled(
         rng,
         index,
         difficulty,
         "dominant_band",
-        tpl,
-        PHRASINGS["dominant_band"][tpl].format(fs=fs),
         tuple(BANDS),
         label,
-        y,
+        {"signal": y},
         latent,
         tries,
+        slots={"fs": fs},
     )
 
 
@@ -162,42 +161,27 @@ def _gen_ratio(rng: np.random.Generator, hard: bool, difficulty: str, index: int
         )
 
     (y, fs, latent), tries = resample(attempt, "spectral/band_ratio")
-    tpl = int(rng.integers(len(PHRASINGS["band_ratio"])))
     (l1, h1), (l2, h2) = BANDS[b1], BANDS[b2]
-    text = PHRASINGS["band_ratio"][tpl].format(
-        fs=fs, b1=b1, b2=b2, k=k, l1=int(l1), h1=int(h1), l2=int(l2), h2=int(h2)
-    )
-    return _finish(rng, index, difficulty, "band_ratio", tpl, text, YES_NO, label, y, latent, tries)
-
-
-def _finish(
-    rng: np.random.Generator,
-    index: int,
-    difficulty: str,
-    sub: str,
-    tpl: int,
-    text: str,
-    labels: tuple[str, ...],
-    label: str,
-    y: FloatArray,
-    latent: dict[str, object],
-    tries: int,
-) -> Question:
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask=sub,
-        template=tpl,
-        text=text,
-        labels=labels,
-        gold_label=label,
-        series={"signal": y},
-        primary=("signal",),
-        latent={"label": label, **latent},
-        attempts=tries,
+    return BOOK.labelled(
+        rng,
+        index,
+        difficulty,
+        "band_ratio",
+        YES_NO,
+        label,
+        {"signal": y},
+        latent,
+        tries,
+        slots={
+            "fs": fs,
+            "b1": b1,
+            "b2": b2,
+            "k": k,
+            "l1": int(l1),
+            "h1": int(h1),
+            "l2": int(l2),
+            "h2": int(h2),
+        },
     )
 
 

@@ -18,7 +18,7 @@ from tsevo.data.question import Question
 from ._base import (
     Family,
     FloatArray,
-    build_question,
+    Phrasebook,
     check_difficulty,
     option_index,
     pick,
@@ -46,6 +46,7 @@ PHRASINGS: dict[str, tuple[str, ...]] = {
         "B is a transformed version of A. Which transformation produced it?",
     ),
 }
+BOOK = Phrasebook(NAME, TASK, PHRASINGS)
 
 
 def moving_average(a: FloatArray, w: int) -> FloatArray:
@@ -121,22 +122,17 @@ def generate(rng: np.random.Generator, difficulty: str, index: int) -> Question:
         )
 
     (a, b, latent), tries = resample(attempt, "transform/which_transform")
-    tpl = int(rng.integers(len(PHRASINGS["which_transform"])))
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask="which_transform",
-        template=tpl,
-        text=PHRASINGS["which_transform"][tpl],
-        labels=labels,
-        gold_label=label,
-        series={"A": a, "B": b},
+    return BOOK.labelled(
+        rng,
+        index,
+        difficulty,
+        "which_transform",
+        labels,
+        label,
+        {"A": a, "B": b},
+        latent,
+        tries,
         primary=("A", "B"),
-        latent={"label": label, **latent},
-        attempts=tries,
     )
 
 

@@ -17,7 +17,7 @@ from tsevo.data.question import Question
 from ._base import (
     Family,
     FloatArray,
-    build_question,
+    Phrasebook,
     check_difficulty,
     numbers,
     ols,
@@ -47,6 +47,7 @@ PHRASINGS: dict[str, tuple[str, ...]] = {
         "Looking at the whole series, how does the speed of its change behave?",
     ),
 }
+BOOK = Phrasebook(NAME, TASK, PHRASINGS)
 
 # Decision thresholds (oracle) and dead-band half-widths (generator) per difficulty.
 _DIR_CUT = 1.5
@@ -138,23 +139,17 @@ def _gen_direction(rng: np.random.Generator, hard: bool, difficulty: str, index:
         return y, latent
 
     (y, latent), tries = resample(attempt, "trend/window_direction")
-    tpl = int(rng.integers(len(PHRASINGS["window_direction"])))
-    text = PHRASINGS["window_direction"][tpl].format(a=latent["a"], b=latent["b"])
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask="window_direction",
-        template=tpl,
-        text=text,
-        labels=DIRECTION,
-        gold_label=label,
-        series={"series": y},
-        primary=("series",),
-        latent={"label": label, **latent},
-        attempts=tries,
+    return BOOK.labelled(
+        rng,
+        index,
+        difficulty,
+        "window_direction",
+        DIRECTION,
+        label,
+        {"series": y},
+        latent,
+        tries,
+        slots={"a": latent["a"], "b": latent["b"]},
     )
 
 
@@ -192,22 +187,8 @@ def _gen_shape(rng: np.random.Generator, hard: bool, difficulty: str, index: int
         return y, latent
 
     (y, latent), tries = resample(attempt, "trend/shape")
-    tpl = int(rng.integers(len(PHRASINGS["shape"])))
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask="shape",
-        template=tpl,
-        text=PHRASINGS["shape"][tpl],
-        labels=SHAPE,
-        gold_label=label,
-        series={"series": y},
-        primary=("series",),
-        latent={"label": label, **latent},
-        attempts=tries,
+    return BOOK.labelled(
+        rng, index, difficulty, "shape", SHAPE, label, {"series": y}, latent, tries
     )
 
 

@@ -18,8 +18,8 @@ from tsevo.data.question import Question
 from ._base import (
     Family,
     FloatArray,
+    Phrasebook,
     ar_noise,
-    build_question,
     check_difficulty,
     numbers,
     option_index,
@@ -52,6 +52,7 @@ PHRASINGS: dict[str, tuple[str, ...]] = {
         "to t={b2}?",
     ),
 }
+BOOK = Phrasebook(NAME, TASK, PHRASINGS)
 
 _LEVEL_CUT = 0.9
 _LEVEL_MARGIN = {"easy": 0.35, "hard": 0.15}
@@ -147,25 +148,19 @@ def _gen(rng: np.random.Generator, sub: str, hard: bool, difficulty: str, index:
         return y, latent
 
     (y, latent), tries = resample(attempt, f"window_compare/{sub}")
-    tpl = int(rng.integers(len(PHRASINGS[sub])))
     w1, w2 = latent["w1"], latent["w2"]
     assert isinstance(w1, list) and isinstance(w2, list)
-    text = PHRASINGS[sub][tpl].format(a1=w1[0], b1=w1[1], a2=w2[0], b2=w2[1])
-    return build_question(
-        rng=rng,
-        family=NAME,
-        task=TASK,
-        index=index,
-        difficulty=difficulty,
-        subtask=sub,
-        template=tpl,
-        text=text,
-        labels=labels,
-        gold_label=label,
-        series={"series": y},
-        primary=("series",),
-        latent={"label": label, **latent},
-        attempts=tries,
+    return BOOK.labelled(
+        rng,
+        index,
+        difficulty,
+        sub,
+        labels,
+        label,
+        {"series": y},
+        latent,
+        tries,
+        slots={"a1": w1[0], "b1": w1[1], "a2": w2[0], "b2": w2[1]},
     )
 
 
