@@ -194,7 +194,7 @@ def tiny_suite(seed: int = SEED) -> Any:
 
 def recording_roles(clock: _Clock) -> Any:
     """Builtin roles with recording wrappers on triage, local planner and synthesizer."""
-    from tsevo.evolve.round import RoleSet
+    from tsevo.roles import RoleSet
 
     rs = RoleSet.builtin()
     rs.triage = RecordingTriage(rs.triage, clock)  # type: ignore[assignment]
@@ -224,7 +224,7 @@ def run_inprocess(
     cfg = ProtocolConfig(rounds=rounds, seed=seed, root="empty", **cfg_kw)
     res = evolve(
         suite,
-        cfg,
+        config=cfg,
         out=out,
         roles=roles,
         suite_ref=f"synthetic:tiny:seed={seed}",
@@ -314,7 +314,7 @@ def qids(lines: Iterable[str]) -> list[str]:
 
 def summary_without_timings(run: Path) -> dict[str, Any]:
     """``run_summary`` with the timings and the run path removed (what reruns must reproduce)."""
-    from tsevo.evolve.report import run_summary
+    from tsevo.analysis import run_summary
 
     s = run_summary(run)
     s.pop("run", None)

@@ -13,7 +13,7 @@ from tsevo.evolve.run import evolve
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("analysis") / "run"
-    evolve(make_suite("tiny", seed=5), ProtocolConfig(seed=5), out=out, log=lambda s: None)
+    evolve(make_suite("tiny", seed=5), config=ProtocolConfig(seed=5), out=out, log=lambda s: None)
     return out
 
 

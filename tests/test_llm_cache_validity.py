@@ -13,7 +13,8 @@ import pydantic
 import pytest
 
 from tsevo.data.synthetic import make_suite
-from tsevo.evolve.config import ProtocolConfig
+from tsevo.evolve import ProtocolConfig, evolve
+from tsevo.roles import RoleSet
 from tsevo.roles.llm import (
     BudgetExhausted,
     BudgetLimits,
@@ -26,9 +27,7 @@ from tsevo.roles.llm import (
     RoleConfigs,
     json_call,
 )
-from tsevo.roles.llm.backend import evolve_llm
-from tsevo.roles.llm.roles.delegate import BuiltinResponder
-from tsevo.testing import FakeOpenAIServer, Fault
+from tsevo.testing import BuiltinResponder, FakeOpenAIServer, Fault
 
 USER = [{"role": "user", "content": "Which option fits the series? Reply in JSON."}]
 DEAD = "http://127.0.0.1:9/v1"  # nothing listens: any network call would fail
@@ -278,3 +277,9 @@ def test_round_define_retry_recovers_and_replays(tmp_path: Path) -> None:
 
 def _quiet(_s: str) -> None:
     pass
+
+
+def evolve_llm(suite: Any, cfg: ProtocolConfig, configs: Any, *, out: Path, log: Any) -> Any:
+    """The one engine with every role on the LLM (the role set brings the accounting callback)."""
+    with RoleSet.llm(configs, run_dir=out) as roles:
+        return evolve(suite, roles=roles, config=cfg, out=out, log=log)

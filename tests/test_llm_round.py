@@ -16,16 +16,15 @@ from typing import Any
 
 import pytest
 
+from tsevo.analysis import run_summary, summary_text
 from tsevo.data.synthetic import make_suite
-from tsevo.evolve.config import ProtocolConfig
-from tsevo.evolve.report import run_summary, summary_text
+from tsevo.evolve import EvolutionResult, ProtocolConfig, eval_library, evolve
 from tsevo.library.library import Library
-from tsevo.roles.llm.backend import eval_library, evolve_llm, open_backend
+from tsevo.roles import RoleSet
 from tsevo.roles.llm.config import LLMConfig, RoleConfigs
 from tsevo.roles.llm.roles import LLMRunStopped
-from tsevo.roles.llm.roles.delegate import BuiltinResponder
 from tsevo.store import RunStore
-from tsevo.testing import FakeOpenAIServer, Fault
+from tsevo.testing import BuiltinResponder, FakeOpenAIServer, Fault
 
 SECRET = "sk-tsevo-test-secret-never-stored"
 
@@ -46,6 +45,14 @@ def _configs(base_url: str, **kw: Any) -> RoleConfigs:
 
 def _quiet(_s: str) -> None:
     pass
+
+
+def evolve_llm(
+    suite: Any, cfg: ProtocolConfig, configs: RoleConfigs, *, out: Path, log: Any = _quiet
+) -> EvolutionResult:
+    """One engine, LLM roles: the role set brings the backend's callbacks (accounting, resume)."""
+    with RoleSet.llm(configs, run_dir=out) as roles:
+        return evolve(suite, roles=roles, config=cfg, out=out, log=log)
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +126,8 @@ def test_round_runs_end_to_end_through_http(first_run: dict[str, Any], tiny: Any
     # the answerer delegation is exact: the base pass equals the builtin answerer's accuracy
     ans = GlobalSummaryAnswerer()
     acc = sum(ans.answer(q).option == q.gold for q in tiny.train) / len(tiny.train)
-    assert rd.funnel["train_accuracy"] == pytest.approx(acc)
-    assert rd.funnel["buckets"] >= 2 and rd.funnel["attempts"] >= 2
+    assert rd.funnel.train_accuracy == pytest.approx(acc)
+    assert rd.funnel.buckets >= 2 and rd.funnel.attempts >= 2
     c = first_run["counts"]
     for kind in ("answer", "define", "assign", "plan", "coordinate", "synthesize", "review"):
         assert c.get(kind, 0) >= 1, kind
@@ -308,7 +315,9 @@ def test_libraries_are_backend_agnostic(
         pytest.skip("the LLM round was not accepted: no library to transfer")
     llm_lib = Library.load(first_run["out"] / "library")
     # LLM-evolved library on the builtin agent: its tools carry reading rules and fire
-    res = eval_library(tiny, llm_lib, GlobalSummaryAnswerer(), RuleReviewer(), split="test")
+    res = eval_library(
+        tiny, llm_lib, answerer=GlobalSummaryAnswerer(), reviewer=RuleReviewer(), split="test"
+    )
     assert res["tools_fired"] > 0 and res["replaced"] > 0 and res["counts"]["n"] == len(tiny.test)
     # a builtin-backend library (the expert root: tools with guidance text and reading rules) on
     # the LLM agent: the LLM reviewer gets each tool's guidance text and evidence
@@ -317,11 +326,10 @@ def test_libraries_are_backend_agnostic(
     shutil.copy(first_run["out"] / "llm_cache.sqlite", cache)  # base answers are cache hits
     resp = BuiltinResponder(list(tiny))
     with FakeOpenAIServer.llama_cpp(resp) as srv:
-        be = open_backend(_configs(srv.base_url, cache_path=str(cache)))
-        try:
-            r2 = eval_library(tiny, builtin_lib, be.roles.answerer, be.roles.reviewer, split="test")
-        finally:
-            be.close()
+        with RoleSet.llm(_configs(srv.base_url, cache_path=str(cache))) as rs:
+            r2 = eval_library(
+                tiny, builtin_lib, answerer=rs.answerer, reviewer=rs.reviewer, split="test"
+            )
         prompts = [b["messages"][0]["content"] for b in srv.chat_requests()]
     assert resp.counts["review"] > 0 and resp.counts.get("answer", 0) == 0
     assert r2["tools_fired"] > 0 and r2["replaced"] > 0

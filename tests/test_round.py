@@ -22,9 +22,10 @@ from tsevo.evolve.config import ProtocolConfig
 from tsevo.evolve.evaluate import Evaluator
 from tsevo.evolve.evaluate import TestSplitLeak as SplitLeak
 from tsevo.evolve.gate import ArmOutcome, GateDecision, decide_gate, paired_counts
-from tsevo.evolve.round import RoleSet, run_round
+from tsevo.evolve.round import run_round
 from tsevo.library.library import Library, Stage
 from tsevo.library.tool import Tool
+from tsevo.roles import RoleSet
 from tsevo.store import RunStore
 
 SMALL_FAMILIES = ("distribution", "matching", "trend")
@@ -100,7 +101,7 @@ def test_evaluator_refuses_any_test_question_and_answers_nothing(tmp_path: Path,
 
 def test_evolve_hands_the_round_only_train_and_val(monkeypatch, small_suite: Any):
     from tsevo.evolve import run as run_mod
-    from tsevo.evolve.round import RoundResult
+    from tsevo.evolve.result import RoundResult
 
     seen: dict[str, Any] = {}
 
@@ -113,7 +114,7 @@ def test_evolve_hands_the_round_only_train_and_val(monkeypatch, small_suite: Any
         return RoundResult(r, "rejected", "fake", library)
 
     monkeypatch.setattr(run_mod, "run_round", fake_round)
-    res = run_mod.evolve(small_suite, ProtocolConfig(seed=rf.SEED), log=lambda s: None)
+    res = run_mod.evolve(small_suite, config=ProtocolConfig(seed=rf.SEED), log=lambda s: None)
     test_ids = {q.id for q in small_suite.test}
     assert seen["train"] == {q.id for q in small_suite.train}
     assert seen["val"] == {q.id for q in small_suite.val}
@@ -619,7 +620,7 @@ def test_clustering_failure_marks_the_round_invalid_and_changes_nothing(
     bad = _FailingDefine()
     roles.triage = bad  # type: ignore[assignment]
     cfg = ProtocolConfig(seed=rf.SEED)
-    res = evolve(small_suite, cfg, out=tmp_path / "run", roles=roles, log=lambda s: None)
+    res = evolve(small_suite, config=cfg, out=tmp_path / "run", roles=roles, log=lambda s: None)
     r = res.rounds[0]
     assert r.status == "invalid" and "clustering failed" in r.reason
     assert bad.calls == 1 + cfg.define_retries
@@ -658,16 +659,14 @@ def test_invalid_gate_measurement_is_a_rollback_not_a_rejection(tmp_path: Path, 
     roles.answerer = _FlakyAnswerer(roles.answerer, fail)  # type: ignore[assignment]
     res = evolve(
         small_suite,
-        ProtocolConfig(seed=rf.SEED),
+        config=ProtocolConfig(seed=rf.SEED),
         out=tmp_path / "run",
         roles=roles,
         log=lambda s: None,
     )
     r = res.rounds[0]
     run = tmp_path / "run"
-    assert r.funnel["survivors"] >= 1, (
-        "the round must reach the gate for this test to mean anything"
-    )
+    assert r.funnel.survivors >= 1, "the round must reach the gate for this test to mean anything"
     assert r.status == "invalid", r.reason
     assert r.gate is not None and r.gate.invalid and r.gate.path == "invalid" and not r.gate.passed
     assert r.gate.n == len(val) - len(fail) and r.gate.n_attempted == len(val)

@@ -21,12 +21,15 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, cast
 
 from tsevo.data import Question
 from tsevo.library.context import ToolInput
 from tsevo.library.library import Library, ScopedTool
+from tsevo.library.sandbox import Sandbox
+from tsevo.roles.builtin import GlobalSummaryAnswerer, RuleReviewer
 from tsevo.roles.protocols import Answerer, BaseAnswer, Evidence, Reviewer
 
 __all__ = [
@@ -305,8 +308,6 @@ class Agent:
         mode: str = "residual",
         workers: int = 1,
     ) -> None:
-        from tsevo.roles.builtin import GlobalSummaryAnswerer, RuleReviewer
-
         self.library = library if library is not None else Library()
         self.answerer: Answerer = answerer if answerer is not None else GlobalSummaryAnswerer()
         self.reviewer: Reviewer = reviewer if reviewer is not None else RuleReviewer()
@@ -324,12 +325,18 @@ class Agent:
 
     @property
     def executor(self) -> ToolExecutor:
-        """The tool executor (a sandbox is started on first use)."""
+        """The tool executor (a sandbox is started on first use; :meth:`close` stops it)."""
         if self._executor is None:
-            from tsevo.library.sandbox import Sandbox
-
             self._executor = cast(ToolExecutor, Sandbox())
+            self._owns_executor = True
         return self._executor
+
+    def close(self) -> None:
+        """Stop the sandbox this agent started itself (an executor passed in is left alone)."""
+        if getattr(self, "_owns_executor", False) and self._executor is not None:
+            cast(Any, self._executor).close()
+            self._executor = None
+            self._owns_executor = False
 
     def with_library(self, library: Library) -> Agent:
         """Same roles, executor and caches, another library."""
@@ -384,8 +391,6 @@ class Agent:
                 if progress is not None:
                     progress(i + 1)
             return records
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             futures = [pool.submit(self._fold, q, shortlists[i], runs) for i, q in enumerate(qs)]
             out = []

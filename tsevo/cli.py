@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["main"]
+from tsevo.analysis import run_summary, summary_text
+from tsevo.data import Suite
+from tsevo.data.sources import load_source
+from tsevo.data.synthetic import make_suite
+from tsevo.demo import run_demo
+from tsevo.evolve import ProtocolConfig, eval_library, evolve
+from tsevo.library.library import Library
+from tsevo.roles import RoleSet, RunStopped
+from tsevo.roles.llm.config import RoleConfigs
+from tsevo.store import RunLayout
+from tsevo.widgets.export import export_html
+
+__all__ = ["build_parser", "eval_text", "main"]
 
 
 def _cmd_data_synth(args: argparse.Namespace) -> int:
-    from tsevo.data.synthetic import make_suite
-
     suite = make_suite(size=args.size, seed=args.seed)
     out = suite.save(args.out)
     print(f"wrote {len(suite)} questions to {out}")
@@ -21,8 +33,6 @@ def _cmd_data_synth(args: argparse.Namespace) -> int:
 
 
 def _cmd_data_load(args: argparse.Namespace) -> int:
-    from tsevo.data.sources import load_source
-
     suite, report = load_source(args.source, args.path, lenient=args.lenient)
     if args.split:
         suite = suite.split(seed=args.seed)
@@ -32,13 +42,9 @@ def _cmd_data_load(args: argparse.Namespace) -> int:
     return 0 if report.ok or args.lenient else 1
 
 
-def _load_suite_arg(spec: str, seed: int) -> tuple[object, str]:
+def _load_suite_arg(spec: str, seed: int) -> tuple[Suite, str]:
     """A suite from ``synthetic[:size]`` or a suite file (split when it has no assignment)."""
-    from tsevo.data import Suite
-
     if spec.startswith("synthetic"):
-        from tsevo.data.synthetic import make_suite
-
         size = spec.split(":", 1)[1] if ":" in spec else "default"
         return make_suite(size=size, seed=seed), f"synthetic:{size}:seed={seed}"
     suite = Suite.load(spec)
@@ -47,10 +53,8 @@ def _load_suite_arg(spec: str, seed: int) -> tuple[object, str]:
     return suite, spec
 
 
-def _llm_configs(args: argparse.Namespace) -> object:
+def _llm_configs(args: argparse.Namespace) -> RoleConfigs:
     """Role configs from the LLM flags (file < environment < flags; the key from the environment)."""
-    from tsevo.roles.llm.config import RoleConfigs
-
     budget = {
         k: v
         for k, v in {
@@ -78,10 +82,6 @@ def _llm_configs(args: argparse.Namespace) -> object:
 
 
 def _cmd_evolve(args: argparse.Namespace) -> int:
-    from tsevo.evolve.config import ProtocolConfig
-    from tsevo.evolve.report import run_summary, summary_text
-    from tsevo.evolve.run import evolve
-
     suite, ref = _load_suite_arg(args.suite, args.seed)
     params = {"rounds": args.rounds, "seed": args.seed, "root": args.root}
     cfg = (
@@ -90,67 +90,87 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
         else ProtocolConfig(**params)
     )
     if args.backend == "llm":
-        from tsevo.roles.llm.backend import evolve_llm
-        from tsevo.roles.llm.roles import LLMRunStopped
-
-        try:
-            evolve_llm(
-                suite,  # type: ignore[arg-type]
-                cfg,
-                _llm_configs(args),  # type: ignore[arg-type]
-                out=args.out,
-                suite_ref=ref,
-                progress=not args.quiet,
-            )
-        except LLMRunStopped as exc:
-            print(f"tsevo: LLM run stopped ({exc.reason}): {exc}", file=sys.stderr)
-            print(f"tsevo: rerun the same command to resume {args.out}", file=sys.stderr)
-            return 3
+        roles = RoleSet.llm(
+            _llm_configs(args), run_dir=args.out, max_attempts=cfg.max_synthesis_attempts
+        )
     else:
-        evolve(suite, cfg, out=args.out, suite_ref=ref, progress=not args.quiet)  # type: ignore[arg-type]
+        roles = RoleSet.builtin()
+    try:
+        with roles:
+            evolve(
+                suite, roles=roles, config=cfg, out=args.out, suite_ref=ref, progress=not args.quiet
+            )
+    except RunStopped as exc:
+        print(f"tsevo: run stopped ({exc.reason}): {exc}", file=sys.stderr)
+        print(f"tsevo: rerun the same command to resume {args.out}", file=sys.stderr)
+        return 3
     print()
     print(summary_text(run_summary(args.out)))
     return 0
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    import json
-
-    from tsevo.library.library import Library
-    from tsevo.roles.llm.backend import eval_library, eval_text
-    from tsevo.roles.llm.roles import LLMRunStopped
-
     suite, _ref = _load_suite_arg(args.suite, args.seed)
     library = Library.load(args.library)
     split = None if args.split == "all" else args.split
-    backend = None
     if args.backend == "llm":
-        from tsevo.roles.llm.backend import CACHE_FILE, open_backend
-
+        configs = _llm_configs(args)
         if args.cache_path is None and args.cache_mode != "off":
-            args.cache_path = Path(args.library).resolve().parent / CACHE_FILE
-        backend = open_backend(_llm_configs(args))  # type: ignore[arg-type]
-        answerer, reviewer = backend.roles.answerer, backend.roles.reviewer
+            # the cache of the run the library came from (replay works offline)
+            d = configs.default.replace(cache_path=str(_sibling_cache(args.library)))
+            configs = RoleConfigs(d, {r: dict(v) for r, v in configs.overrides.items()})
+        roles = RoleSet.llm(configs)
     else:
-        from tsevo.roles.builtin import GlobalSummaryAnswerer, RuleReviewer
-
-        answerer, reviewer = GlobalSummaryAnswerer(), RuleReviewer()
+        roles = RoleSet.builtin()
     try:
-        res = eval_library(suite, library, answerer, reviewer, split=split)  # type: ignore[arg-type]
-    except LLMRunStopped as exc:
+        with roles:
+            res = eval_library(
+                suite, library, answerer=roles.answerer, reviewer=roles.reviewer, split=split
+            )
+            acc = roles.backend_handle.accounting.summary() if roles.backend_handle else None
+    except RunStopped as exc:
         print(f"tsevo: LLM eval stopped: {exc}", file=sys.stderr)
         return 3
-    finally:
-        if backend is not None:
-            backend.close()
     if args.json:
         print(json.dumps(res, indent=2, sort_keys=True))
     else:
         print(eval_text(res))
-        if backend is not None:
+        if acc is not None:
             print("LLM accounting:")
-            print(backend.accounting.summary())
+            print(acc)
     return 0
+
+
+def _sibling_cache(library: Path) -> Path:
+    """The response cache of the run folder a library folder sits in."""
+    return RunLayout(Path(library).resolve().parent).llm_cache
+
+
+def eval_text(res: Mapping[str, Any]) -> str:
+    """Printable table of :func:`tsevo.evolve.eval_library`'s result."""
+    lines = [
+        f"transfer eval on {res['split']} ({res['n']} questions), library {res['library']}:",
+        f"  {'task':28s} {'n':>5s} {'bare':>7s} {'w/ lib':>7s} {'delta':>7s} {'helped':>7s} {'harmed':>7s}",
+    ]
+
+    def pct(x: float | None) -> str:
+        return "   -  " if x is None else f"{100 * x:6.1f}"
+
+    for row in res["tasks"]:
+        d = "   -  " if row["delta"] is None else f"{100 * row['delta']:+6.1f}"
+        lines.append(
+            f"  {row['task']:28s} {row['n']:5d} {pct(row['bare'])}  {pct(row['with_library'])}  "
+            f"{d}  {row['helped']:6d}  {row['harmed']:6d}"
+        )
+    c = res["counts"]
+    lb = "-" if res["delta_lb"] is None else f"{res['delta_lb']:+.4f}"
+    dl = "-" if res["delta"] is None else f"{res['delta']:+.4f}"
+    lines.append(
+        f"paired: helped {c['helped']}, harmed {c['harmed']}, n {c['n']} of {c['n_attempted']}, "
+        f"delta {dl}, delta_lb {lb}; tools fired on {res['tools_fired']}, "
+        f"answers replaced on {res['replaced']}"
+    )
+    return "\n".join(lines)
 
 
 def _add_llm_flags(p: argparse.ArgumentParser) -> None:
@@ -186,14 +206,8 @@ def _add_llm_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    import json
-
-    from tsevo.evolve.report import run_summary, summary_text
-
     summary = run_summary(args.run)
     if args.html:
-        from tsevo.widgets.export import export_html
-
         print(f"wrote {export_html(args.run, args.html)}")
         return 0
     if args.json:
@@ -204,8 +218,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from tsevo.demo import run_demo
-
     return run_demo(out=args.out, size=args.size, seed=args.seed)
 
 

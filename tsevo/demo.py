@@ -11,17 +11,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from tsevo.analysis import run_summary
+from tsevo.analysis import summary_text as round_text
+from tsevo.data.synthetic import make_suite, summary_text
+from tsevo.evolve import ProtocolConfig, evolve
+from tsevo.roles import RoleSet
+
 __all__ = ["run_demo"]
 
 
 def run_demo(out: Path = Path("runs/demo"), size: str | int = "default", seed: int = 0) -> int:
     """Generate the suite, run one round into ``out`` and print the summaries; returns an exit status."""
-    from tsevo.data.synthetic import make_suite, summary_text
-    from tsevo.evolve.config import ProtocolConfig
-    from tsevo.evolve.report import run_summary
-    from tsevo.evolve.report import summary_text as round_text
-    from tsevo.evolve.run import evolve
-
     t0 = time.perf_counter()
     suite = make_suite(size=size, seed=seed)
     print(f"tsevo demo: synthetic suite {suite.name!r}, seed {seed}, size {size!r}")
@@ -31,7 +31,8 @@ def run_demo(out: Path = Path("runs/demo"), size: str | int = "default", seed: i
     t1 = time.perf_counter()
     evolve(
         suite,
-        ProtocolConfig(rounds=1, seed=seed),
+        roles=RoleSet.builtin(),
+        config=ProtocolConfig(rounds=1, seed=seed),
         out=out,
         suite_ref=f"synthetic:{size}:seed={seed}",
     )

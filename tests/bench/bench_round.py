@@ -50,9 +50,9 @@ def bench_size(size: str | int, seed: int = SEED, out: Path | None = None) -> di
         The numbers printed: ``questions``, ``timings``, ``total_s``, ``status``, ``mean_gain``,
         ``all_gain``, ``harmed_pct`` and ``families`` (per-family rows).
     """
+    from tsevo.analysis import run_summary
     from tsevo.data.synthetic import make_suite
     from tsevo.evolve.config import ProtocolConfig
-    from tsevo.evolve.report import run_summary
     from tsevo.evolve.run import evolve
 
     tmp = None
@@ -71,7 +71,7 @@ def bench_size(size: str | int, seed: int = SEED, out: Path | None = None) -> di
         t1 = time.perf_counter()
         res = evolve(
             suite,
-            ProtocolConfig(rounds=1, seed=seed),
+            config=ProtocolConfig(rounds=1, seed=seed),
             out=out,
             suite_ref=f"synthetic:{size}:seed={seed}",
             log=lambda line: print(f"  {line}", flush=True),

@@ -27,11 +27,11 @@ pytestmark = [
 
 
 def test_live_round_finishes_and_records_everything() -> None:
+    from tsevo.analysis import run_summary, summary_text
     from tsevo.data.synthetic import make_suite
-    from tsevo.evolve.config import ProtocolConfig
-    from tsevo.evolve.report import run_summary, summary_text
+    from tsevo.evolve import ProtocolConfig, evolve
     from tsevo.library.library import Library
-    from tsevo.roles.llm.backend import evolve_llm
+    from tsevo.roles import RoleSet
     from tsevo.roles.llm.config import LLMConfig, RoleConfigs
 
     out = Path(os.environ.get("TSEVO_LIVE_OUT", ".cache/llm/live_run"))
@@ -59,7 +59,8 @@ def test_live_round_finishes_and_records_everything() -> None:
     suite = make_suite(int(os.environ.get("TSEVO_LIVE_SIZE", "4")), seed=0)
     points = int(os.environ.get("TSEVO_LIVE_POINTS", "48"))
     t0 = time.monotonic()
-    res = evolve_llm(suite, ProtocolConfig(), configs, out=out, log=print, max_points=points)
+    with RoleSet.llm(configs, run_dir=out, max_points=points) as roles:
+        res = evolve(suite, roles=roles, config=ProtocolConfig(), out=out, log=print)
     wall = time.monotonic() - t0
 
     rd = res.rounds[0]

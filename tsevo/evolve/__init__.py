@@ -1,7 +1,24 @@
-"""Evolution rounds: the frozen protocol config, paired statistics and the gate, the one-shot prune."""
+"""The engine: one evolution loop for every backend (DESIGN.md §2).
 
-from tsevo.evolve.config import ProtocolConfig
-from tsevo.evolve.gate import (
+:func:`evolve` runs rounds on a split suite with any :class:`~tsevo.roles.RoleSet`; a round is the
+list of steps :data:`ROUND_STEPS` that :func:`run_steps` persists and resumes. The gate, the prune
+and scope reconciliation are mechanical code here, not roles: they read per-question validation
+records only.
+"""
+
+from .config import ProtocolConfig
+from .evaluate import (
+    Evaluator,
+    TestSplitLeak,
+    answer_libraries,
+    eval_library,
+    gate_between,
+    outcomes,
+    paired_frame,
+    records_frame,
+    task_table,
+)
+from .gate import (
     ArmOutcome,
     GateDecision,
     PairedCounts,
@@ -10,7 +27,7 @@ from tsevo.evolve.gate import (
     paired_counts,
     paired_flips,
 )
-from tsevo.evolve.prune import (
+from .prune import (
     Attribution,
     AttributionSummary,
     PruneError,
@@ -22,24 +39,48 @@ from tsevo.evolve.prune import (
     clearly_harmful,
     plan_prune,
 )
+from .result import EvolutionResult, Funnel, RoundResult
+from .round import ROUND_STEPS, run_round
+from .run import evolve, report_test
+from .steps import RoundContext, Step, StepResult, run_steps
 
 __all__ = [
+    "ROUND_STEPS",
     "ArmOutcome",
     "Attribution",
     "AttributionSummary",
+    "Evaluator",
+    "EvolutionResult",
+    "Funnel",
     "GateDecision",
     "PairedCounts",
     "ProtocolConfig",
     "PruneError",
     "PrunePlan",
     "PruneRecord",
+    "RoundContext",
+    "RoundResult",
+    "Step",
+    "StepResult",
+    "TestSplitLeak",
     "UpdateCounts",
     "accept_pruned",
+    "answer_libraries",
     "attribute",
     "clearly_harmful",
     "decide_gate",
+    "eval_library",
+    "evolve",
     "flip_class",
+    "gate_between",
+    "outcomes",
     "paired_counts",
     "paired_flips",
+    "paired_frame",
     "plan_prune",
+    "records_frame",
+    "report_test",
+    "run_round",
+    "run_steps",
+    "task_table",
 ]

@@ -22,15 +22,13 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tsevo.agent import AnswerRecord
+from tsevo.data import Question
 from tsevo.roles.protocols import Category, ErrorItem, Triage
 
-if TYPE_CHECKING:
-    from tsevo.agent import AnswerRecord
-    from tsevo.data import Question
-
-    from .config import ProtocolConfig
+from .config import ProtocolConfig
 
 __all__ = ["Bucket", "ClusteringError", "ClusteringResult", "cluster_errors", "error_item"]
 

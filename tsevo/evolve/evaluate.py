@@ -1,30 +1,45 @@
-"""Persistent, guarded evaluation: an agent answers questions with a library, records are stored as they come.
+"""Persistent, guarded evaluation: an agent answers questions with libraries, records are stored as they come.
 
 Every evaluation arm is identified by ``(split, library fingerprint)`` and stored as an append-only
-record log in the run (``evals/<split>.<fingerprint>.jsonl``), so a rerun never re-spends an evaluation
-it already stored and every step that needs the same arm (the base pass, the gate's current arm, the
+record log in the run (the layout's ``eval_log``), so a rerun never re-spends an evaluation it
+already stored and every step that needs the same arm (the base pass, the gate's current arm, the
 final gate) reads the same records.
 
 The test split is walled off mechanically: the :class:`Evaluator` used by a round is built with the
 test question ids as *forbidden* and raises :class:`TestSplitLeak` if any of them is ever asked for.
 Only the report step builds an evaluator that may answer test questions.
+
+This module is also the one place that answers a split with several libraries
+(:func:`answer_libraries`) and turns two arms into a paired table (:func:`paired_frame`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import pandas as pd
 
 from tsevo.agent import Agent, AnswerRecord
+from tsevo.data import Question, Suite
+from tsevo.library.library import Library
+from tsevo.roles import Answerer, Reviewer
+from tsevo.store import RunStore
 
-if TYPE_CHECKING:
-    from tsevo.data import Question
-    from tsevo.library.library import Library
-    from tsevo.store import RunStore
+from .config import ProtocolConfig
+from .gate import ArmOutcome, GateDecision, decide_gate, paired_counts, paired_flips
 
-    from .gate import ArmOutcome
-
-__all__ = ["Evaluator", "TestSplitLeak", "outcomes", "task_table"]
+__all__ = [
+    "Evaluator",
+    "TestSplitLeak",
+    "answer_libraries",
+    "eval_library",
+    "gate_between",
+    "outcomes",
+    "paired_frame",
+    "records_frame",
+    "task_table",
+]
 
 
 class TestSplitLeak(RuntimeError):
@@ -102,8 +117,6 @@ class Evaluator:
 
 def outcomes(records: Mapping[str, AnswerRecord]) -> dict[str, ArmOutcome]:
     """Gate inputs from answer records."""
-    from .gate import ArmOutcome
-
     return {
         qid: ArmOutcome(
             qid=qid,
@@ -128,8 +141,6 @@ def task_table(
         after: The second arm's records on the same question ids.
         labels: Keys of the two accuracy columns.
     """
-    from .gate import paired_flips
-
     flips = paired_flips(outcomes(before), outcomes(after))
     rows = []
     for t in [*sorted({r.task for r in before.values()}), "ALL"]:
@@ -149,3 +160,149 @@ def task_table(
             }
         )
     return rows
+
+
+def gate_between(
+    base: Mapping[str, AnswerRecord], cand: Mapping[str, AnswerRecord], cfg: ProtocolConfig
+) -> GateDecision:
+    """The gate's decision on two paired arms under the protocol config."""
+    return decide_gate(paired_counts(outcomes(base), outcomes(cand)), config=cfg, rounds=cfg.rounds)
+
+
+def records_frame(records: Mapping[str, AnswerRecord]) -> pd.DataFrame:
+    """A parquet-ready frame of answer records by id (no timings: tables are compared byte for byte)."""
+    return pd.DataFrame([records[k].to_row(timings=False) for k in sorted(records)])
+
+
+def paired_frame(
+    before: Mapping[str, AnswerRecord],
+    after: Mapping[str, AnswerRecord],
+    *,
+    labels: tuple[str, str] = ("base", "cand"),
+    order: Sequence[str] | None = None,
+    tool_errors: bool = True,
+) -> pd.DataFrame:
+    """One row per question of two paired arms: both answers, correctness, flip class, the trace.
+
+    Args:
+        before: The first arm's records by question id.
+        after: The second arm's records (same ids).
+        labels: Column prefixes of the two arms (``base``/``cand`` for the gate's
+            ``val_paired.parquet``, ``before``/``after`` for the report-only ``test.parquet``).
+        order: Row order (default: sorted ids).
+        tool_errors: Include the second arm's tool-error count.
+    """
+    flips = paired_flips(outcomes(before), outcomes(after))
+    a, b = labels
+    rows = []
+    for qid in order if order is not None else sorted(before):
+        x, y = before[qid], after[qid]
+        row = {
+            "qid": qid,
+            "task": x.task,
+            f"{a}_answer": x.final_answer,
+            f"{b}_answer": y.final_answer,
+            f"{a}_correct": x.correct,
+            f"{b}_correct": y.correct,
+            "flip": flips.get(qid),
+            "tools_ok": list(y.tools_ok),
+            "replaced_by": list(y.replaced_by),
+        }
+        if tool_errors:
+            row["tool_errors"] = y.tool_errors
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def answer_libraries(
+    questions: Sequence[Question],
+    libraries: Mapping[str, Library],
+    *,
+    answerer: Answerer | None = None,
+    reviewer: Reviewer | None = None,
+    sandbox: Any = None,
+    max_tools: int = 3,
+    workers: int = 1,
+) -> dict[str, dict[str, AnswerRecord]]:
+    """Answer the same questions with several libraries on one agent (roles, sandbox and caches shared).
+
+    Args:
+        questions: The questions (any split: this is reporting, not a decision path).
+        libraries: Arm name -> library, e.g. ``{"bare": Library(), "evolved": lib}``.
+        answerer: Base answerer (default: the builtin one).
+        reviewer: Reviewer (default: the builtin one); a reviewer that reads library text is bound
+            to each library in turn.
+        sandbox: Tool executor (default: one the agent starts and this call closes).
+        max_tools: Tools per question over the chain.
+        workers: Questions answered concurrently.
+
+    Returns:
+        Arm name -> records by question id.
+    """
+    agent = Agent(
+        Library(), answerer, reviewer, executor=sandbox, max_tools=max_tools, workers=workers
+    )
+    ev = Evaluator(agent)
+    try:
+        return {name: ev.answer("report", lib, list(questions)) for name, lib in libraries.items()}
+    finally:
+        if sandbox is None:
+            agent.close()
+
+
+def eval_library(
+    suite: Suite,
+    library: Library,
+    *,
+    answerer: Answerer | None = None,
+    reviewer: Reviewer | None = None,
+    split: str | None = "test",
+    sandbox: Any = None,
+    max_tools: int = 3,
+    z: float = 1.96,
+) -> dict[str, Any]:
+    """Answer a split with the bare agent and with ``library`` (same roles); report paired deltas.
+
+    The transfer study's measurement: a library evolved on one backend, installed into an agent on
+    any backend (builtin or LLM answerer and reviewer).
+
+    Args:
+        suite: The suite.
+        library: The library to evaluate (evolved on any backend).
+        answerer: Base answerer (builtin by default).
+        reviewer: Reviewer (builtin by default; an LLM reviewer is bound to the library's prompt
+            patches).
+        split: ``train`` | ``val`` | ``test``, or None for every question.
+        sandbox: Tool executor (a new sandbox by default).
+        max_tools: Tools per question over the chain.
+        z: z of the paired lower bound.
+
+    Returns:
+        ``{"split", "n", "library", "tasks": [per task and ALL: n, bare, with_library, delta,
+        helped, harmed], "counts": paired counts, "delta", "delta_lb", "tools_fired",
+        "replaced"}``.
+    """
+    if split is not None and not suite.splits:
+        raise ValueError(f"the suite has no splits; use split=None instead of {split!r}")
+    qs = list(getattr(suite, split)) if split is not None else list(suite)
+    arms = answer_libraries(
+        qs,
+        {"bare": Library(), "with_library": library},
+        answerer=answerer,
+        reviewer=reviewer,
+        sandbox=sandbox,
+        max_tools=max_tools,
+    )
+    before, after = arms["bare"], arms["with_library"]
+    counts = paired_counts(outcomes(before), outcomes(after))
+    return {
+        "split": split or "all",
+        "n": len(qs),
+        "library": library.fingerprint(),
+        "tasks": task_table(before, after, ("bare", "with_library")),
+        "counts": counts.to_dict(),
+        "delta": round(counts.delta, 6) if counts.n else None,
+        "delta_lb": round(counts.delta_lb(z), 6) if counts.n else None,
+        "tools_fired": sum(r.tool_fired for r in after.values()),
+        "replaced": sum(bool(r.replaced_by) for r in after.values()),
+    }

@@ -16,12 +16,16 @@ singleton groups of the validated local plans.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import hashlib
 import math
+import multiprocessing as mp
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tsevo.agent import AnswerRecord
+from tsevo.data import Question
 from tsevo.library.tool import question_tokens
 from tsevo.roles.protocols import (
     ContractCard,
@@ -33,12 +37,7 @@ from tsevo.roles.protocols import (
 )
 
 from .cluster import Bucket
-
-if TYPE_CHECKING:
-    from tsevo.agent import AnswerRecord
-    from tsevo.data import Question
-
-    from .config import ProtocolConfig
+from .config import ProtocolConfig
 
 __all__ = ["BucketSplit", "build_dossier", "coordinate", "split_bucket", "validate_groups"]
 
@@ -215,9 +214,6 @@ def local_plans(
     mode = getattr(planner, "parallel", "")
     results: list[tuple[str, ContractCard | None, str]]
     if workers > 1 and len(dossiers) > 1 and mode in ("process", "thread"):
-        import concurrent.futures as cf
-        import multiprocessing as mp
-
         try:
             if mode == "process":
                 pool: cf.Executor = cf.ProcessPoolExecutor(

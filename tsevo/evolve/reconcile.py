@@ -13,12 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tsevo.agent import AnswerRecord
 from tsevo.library.library import Library, Stage
-
-if TYPE_CHECKING:
-    from tsevo.agent import AnswerRecord
 
 __all__ = ["reconcile_scopes"]
 

@@ -1,45 +1,27 @@
-"""Multi-round evolution runs with the run store, resume, and the report-only test step."""
+"""The one engine for every backend: multi-round runs with the run store, resume, callbacks, report-only test."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tsevo.agent import Agent
+from tsevo.data import Suite
 from tsevo.library.library import Library
+from tsevo.library.roots import make_root
+from tsevo.library.sandbox import Sandbox
+from tsevo.roles import Callback, RoleSet, RunStopped
+from tsevo.store import RunStore
 
 from .config import ProtocolConfig
-from .evaluate import Evaluator, outcomes, task_table
-from .gate import paired_counts, paired_flips
-from .round import RoleSet, RoundResult, run_round
+from .evaluate import Evaluator, outcomes, paired_frame, task_table
+from .gate import paired_counts
+from .result import EvolutionResult, RoundResult
+from .round import run_round
 
-if TYPE_CHECKING:
-    from tsevo.data import Suite
-    from tsevo.store import RunStore
-
-__all__ = ["EvolutionResult", "evolve", "report_test"]
-
-
-@dataclass
-class EvolutionResult:
-    """A finished (or resumed) evolution run.
-
-    Attributes:
-        rounds: One result per round.
-        library: The deployed library after the last round.
-        root: The root library.
-        tests: Per round, the report-only test summary (``test.json``).
-        store: The run store (``None`` for in-memory runs).
-    """
-
-    rounds: list[RoundResult]
-    library: Library
-    root: Library
-    tests: list[dict[str, Any]] = field(default_factory=list)
-    store: RunStore | None = None
+__all__ = ["evolve", "report_test"]
 
 
 def report_test(
@@ -56,8 +38,6 @@ def report_test(
     A rejected round also gets one diagnostic test run of its best candidate library when
     ``test_rejected_candidate`` is on.
     """
-    import pandas as pd
-
     qs = list(test)
     b = evaluator.answer("test", before, qs)
     a = evaluator.answer("test", result.library, qs)
@@ -72,22 +52,8 @@ def report_test(
         "tasks": task_table(b, a),
         "counts": paired_counts(outcomes(b), outcomes(a)).to_dict(),
     }
-    flips = paired_flips(outcomes(b), outcomes(a))
-    frame = pd.DataFrame(
-        [
-            {
-                "qid": q.id,
-                "task": q.task,
-                "before_answer": b[q.id].final_answer,
-                "after_answer": a[q.id].final_answer,
-                "before_correct": b[q.id].correct,
-                "after_correct": a[q.id].correct,
-                "flip": flips.get(q.id),
-                "tools_ok": list(a[q.id].tools_ok),
-                "replaced_by": list(a[q.id].replaced_by),
-            }
-            for q in qs
-        ]
+    frame = paired_frame(
+        b, a, labels=("before", "after"), order=[q.id for q in qs], tool_errors=False
     )
     if result.status != "accepted" and cfg.test_rejected_candidate and result.candidate is not None:
         d = evaluator.answer("test", result.candidate, qs)
@@ -98,133 +64,183 @@ def report_test(
             "counts": paired_counts(outcomes(b), outcomes(d)).to_dict(),
         }
     if store is not None:
-        store.write_parquet(f"rounds/r{r}/test.parquet", frame)
-        store.write_json(f"rounds/r{r}/test.json", out)
+        paths = store.layout.round(r)
+        store.write_parquet(paths.test_table, frame)
+        store.write_json(paths.test, out)
     return out
 
 
-def evolve(
-    suite: Suite,
-    cfg: ProtocolConfig | None = None,
-    *,
-    out: str | Path | None = None,
-    roles: RoleSet | None = None,
-    sandbox: Any = None,
-    suite_ref: str = "",
-    log: Callable[[str], None] = print,
-    progress: bool = False,
-    manifest_extra: Mapping[str, Any] | None = None,
-    on_round_end: Callable[[int, RoundResult], None] | None = None,
-) -> EvolutionResult:
-    """Run ``cfg.rounds`` rounds on a split suite; with ``out``, everything is stored and resumable.
+class _Progress:
+    """tqdm bars per evaluation arm (only when asked for)."""
 
-    Args:
-        suite: A suite with a train/val/test assignment.
-        cfg: The frozen protocol config (defaults to the paper's protocol).
-        out: Run folder (``None``: in memory only).
-        roles: Role set (default: builtin).
-        sandbox: Tool executor (default: a new :class:`~tsevo.library.sandbox.Sandbox`).
-        suite_ref: How the suite was specified (recorded in the config).
-        log: Line logger.
-        progress: Show tqdm progress bars for evaluations.
-        manifest_extra: Extra manifest fields (e.g. the LLM backend's models), written when the
-            run folder is created; they override the derived ``backend`` field.
-        on_round_end: Called as ``on_round_end(r, result)`` after each round (including its
-            report-only test and library write); the LLM backend writes its accounting here.
-    """
-    from tsevo.library.roots import make_root
-    from tsevo.library.sandbox import Sandbox
-    from tsevo.store import RunStore
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.bars: dict[str, Any] = {}
 
-    cfg = cfg or ProtocolConfig()
-    roles = roles or RoleSet.builtin()
-    if not suite.splits:
-        raise ValueError("evolve needs a split suite (Suite.split)")
-    train, val, test = suite.train, suite.val, suite.test
-    store = None
-    if out is not None:
-        store = RunStore.create(
-            out,
-            {
-                "protocol": cfg.to_dict(),
-                "suite": {
-                    "name": suite.name,
-                    "ref": suite_ref,
-                    "questions": len(suite),
-                    "splits": {"train": len(train), "val": len(val), "test": len(test)},
-                },
-            },
-            {
-                "roles": roles.names(),
-                "backend": "builtin" if roles.names()["answerer"].startswith("builtin") else "llm",
-                **dict(manifest_extra or {}),
-            },
-        )
-        if not store.exists("suite.parquet"):
-            suite.save(store.path("suite.parquet"))
-    own_sandbox = sandbox is None
-    sb = sandbox if sandbox is not None else Sandbox()
-    bars: dict[str, Any] = {}
-
-    def prog(arm: str, done: int, total: int) -> None:
-        if not progress:
+    def __call__(self, arm: str, done: int, total: int) -> None:
+        if not self.on:
             return
         from tqdm.auto import tqdm
 
-        bar = bars.get(arm)
+        bar = self.bars.get(arm)
         if bar is None:
-            bar = bars[arm] = tqdm(total=total, desc=arm.split(".")[0], leave=False)
+            bar = self.bars[arm] = tqdm(total=total, desc=arm.split(".")[0], leave=False)
         bar.n = done
         bar.refresh()
         if done >= total:
             bar.close()
 
+
+def _open_store(
+    out: str | Path,
+    suite: Suite,
+    cfg: ProtocolConfig,
+    roles: RoleSet,
+    suite_ref: str,
+    callbacks: Sequence[Callback],
+) -> tuple[RunStore, bool]:
+    resumed = RunStore(out).layout.is_run()
+    manifest: dict[str, Any] = {"roles": roles.names(), "backend": roles.backend}
+    for cb in callbacks:
+        manifest.update(cb.manifest())
+    store = RunStore.create(
+        out,
+        {
+            "protocol": cfg.to_dict(),
+            "suite": {
+                "name": suite.name,
+                "ref": suite_ref,
+                "questions": len(suite),
+                "splits": {
+                    "train": len(suite.train),
+                    "val": len(suite.val),
+                    "test": len(suite.test),
+                },
+            },
+        },
+        manifest,
+    )
+    if not store.layout.suite.exists():
+        suite.save(store.layout.suite)
+    return store, resumed
+
+
+def evolve(
+    suite: Suite,
+    *,
+    roles: RoleSet | None = None,
+    config: ProtocolConfig | None = None,
+    out: str | Path | None = None,
+    callbacks: Sequence[Callback] = (),
+    sandbox: Any = None,
+    suite_ref: str = "",
+    log: Callable[[str], None] = print,
+    progress: bool = False,
+) -> EvolutionResult:
+    """Run ``config.rounds`` rounds on a split suite; with ``out``, everything is stored and resumable.
+
+    The same engine runs every backend: the roles (builtin, LLM or mixed per role) are plug-ins,
+    and what a backend must record (the LLM backend's accounting, budgets, resume check) reaches the
+    run through the role set's callbacks, then ``callbacks``.
+
+    Args:
+        suite: A suite with a train/val/test assignment.
+        roles: The role set (default: :meth:`RoleSet.builtin`).
+        config: The frozen protocol config (default: the paper's protocol).
+        out: Run folder (``None``: in memory only). Rerunning the same call resumes it.
+        callbacks: More run hooks (called after the role set's own).
+        sandbox: Tool executor (default: a new :class:`~tsevo.library.sandbox.Sandbox`).
+        suite_ref: How the suite was specified (recorded in the config).
+        log: Line logger.
+        progress: Show tqdm progress bars for evaluations.
+
+    Raises:
+        RunStopped: A role stopped the run (budget, replay miss, endpoint down); the folder is left
+            resumable and every callback saw the stop.
+        ValueError: The folder holds another run, or a callback refused to resume it.
+    """
+    cfg = config if config is not None else ProtocolConfig()
+    roles = roles if roles is not None else RoleSet.builtin()
+    if not suite.splits:
+        raise ValueError("evolve needs a split suite (Suite.split)")
+    hooks = [*roles.callbacks, *callbacks]
+    store, resumed = (None, False)
+    if out is not None:
+        store, resumed = _open_store(out, suite, cfg, roles, suite_ref, hooks)
+    for cb in hooks:
+        cb.on_run_start(store, resumed=resumed)
+    sb = sandbox if sandbox is not None else Sandbox()
+    status = "error"
     try:
-        root = make_root(cfg.root)
-        agent = Agent(
-            root,
-            roles.answerer,
-            roles.reviewer,
-            executor=sb,
-            max_tools=cfg.max_tools_per_question,
-            workers=roles.workers,
-        )
-        decide = Evaluator(agent, store, forbidden=[q.id for q in test], progress=prog)
-        reporter = Evaluator(agent, store, progress=prog)
-        lib = root
-        results: list[RoundResult] = []
-        tests: list[dict[str, Any]] = []
-        for r in range(1, cfg.rounds + 1):
-            t0 = time.perf_counter()
-            res = run_round(
-                r,
-                lib,
-                train,
-                val,
-                roles=roles,
-                cfg=cfg,
-                evaluator=decide,
-                sandbox=sb,
-                store=store,
-                log=log,
-            )
-            results.append(res)
-            if store is not None and store.exists(f"rounds/r{r}/test.json"):
-                tests.append(store.read_json(f"rounds/r{r}/test.json"))
-            else:
-                tests.append(report_test(r, lib, res, reporter, test, cfg, store))
-            if res.status == "accepted":
-                lib = res.library
-                if store is not None:
-                    lib.save(store.path("library"))
-            log(f"round {r}: {res.status} in {time.perf_counter() - t0:.1f} s")
-            if on_round_end is not None:
-                on_round_end(r, res)
-        if store is not None and not store.exists("library"):
-            lib.save(store.path("library"))
-        if store is not None:
-            store.event("finished", rounds=len(results), library=lib.fingerprint())
-        return EvolutionResult(results, lib, root, tests, store)
+        result = _rounds(suite, roles, cfg, store, sb, hooks, log, _Progress(progress))
+        status = "finished"
+        return result
+    except RunStopped as stop:
+        status = f"stopped:{stop.reason}"
+        for cb in hooks:
+            cb.on_stop(stop, store)
+        log(f"run stopped ({stop.reason}): {stop}")
+        raise
     finally:
-        if own_sandbox:
+        for cb in hooks:
+            cb.on_run_end(status, store)
+        if sandbox is None:
             sb.close()
+
+
+def _rounds(
+    suite: Suite,
+    roles: RoleSet,
+    cfg: ProtocolConfig,
+    store: RunStore | None,
+    sb: Any,
+    hooks: Sequence[Callback],
+    log: Callable[[str], None],
+    progress: _Progress,
+) -> EvolutionResult:
+    train, val, test = suite.train, suite.val, suite.test
+    root = make_root(cfg.root)
+    agent = Agent(
+        root,
+        roles.answerer,
+        roles.reviewer,
+        executor=sb,
+        max_tools=cfg.max_tools_per_question,
+        workers=roles.workers,
+    )
+    decide = Evaluator(agent, store, forbidden=[q.id for q in test], progress=progress)
+    reporter = Evaluator(agent, store, progress=progress)
+    lib = root
+    results: list[RoundResult] = []
+    tests: list[dict[str, Any]] = []
+    for r in range(1, cfg.rounds + 1):
+        t0 = time.perf_counter()
+        res = run_round(
+            r,
+            lib,
+            train,
+            val,
+            roles=roles,
+            cfg=cfg,
+            evaluator=decide,
+            sandbox=sb,
+            store=store,
+            log=log,
+        )
+        results.append(res)
+        stored = store.read_json_or(store.layout.round(r).test) if store is not None else None
+        tests.append(
+            stored if stored is not None else report_test(r, lib, res, reporter, test, cfg, store)
+        )
+        if res.status == "accepted":
+            lib = res.library
+            if store is not None:
+                store.save(store.layout.library, lib)
+        log(f"round {r}: {res.status} in {time.perf_counter() - t0:.1f} s")
+        for cb in hooks:
+            cb.on_round_end(r, res, store)
+    if store is not None and not store.layout.library.exists():
+        store.save(store.layout.library, lib)
+    if store is not None:
+        store.event("finished", rounds=len(results), library=lib.fingerprint())
+    return EvolutionResult(results, lib, root, tests, store)

@@ -25,12 +25,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from tsevo.agent import AnswerRecord
+from tsevo.data import Question
+from tsevo.library.calibration import attach_tree, fit_calibration
 from tsevo.library.context import ToolInput
 from tsevo.library.library import Library, Stage, scope_matches
+from tsevo.library.reading import norm_label
 from tsevo.library.tool import Guidance, ReadingRule, Tool
 from tsevo.roles.protocols import (
     AttemptFeedback,
@@ -41,12 +45,8 @@ from tsevo.roles.protocols import (
     WorkGroup,
 )
 
-if TYPE_CHECKING:
-    from tsevo.agent import AnswerRecord
-    from tsevo.data import Question
-
-    from .config import ProtocolConfig
-    from .evaluate import Evaluator
+from .config import ProtocolConfig
+from .evaluate import Evaluator
 
 __all__ = ["AttemptRecord", "GroupOutcome", "check_draft", "run_group", "smoke_inputs"]
 
@@ -86,6 +86,11 @@ class AttemptRecord:
         d["repair_rate"] = round(self.repair_rate, 6)
         return d
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AttemptRecord:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**{k: v for k, v in d.items() if k != "repair_rate"})
+
 
 @dataclass
 class GroupOutcome:
@@ -106,6 +111,19 @@ class GroupOutcome:
             "replans": self.replans,
             "stopped": self.stopped,
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], survivor: Tool | None = None) -> GroupOutcome:
+        """Inverse of :meth:`to_dict`, given the survivor read back from its candidate folder."""
+        if (survivor.id if survivor else None) != d.get("survivor"):
+            raise ValueError(f"group {d['group_id']}: survivor {d.get('survivor')!r} not given")
+        return cls(
+            d["group_id"],
+            [AttemptRecord.from_dict(a) for a in d["attempts"]],
+            survivor,
+            int(d.get("replans", 0)),
+            d.get("stopped", ""),
+        )
 
 
 def smoke_inputs(signature: Sequence[str]) -> list[ToolInput]:
@@ -188,9 +206,6 @@ def calibrate(
     split_guard: Callable[[str], str] | None,
 ) -> tuple[Tool | None, dict[str, Any], str]:
     """Fit and attach the requested calibration tree on train rows; returns (tool or None, record, reason)."""
-    from tsevo.library.calibration import attach_tree, fit_calibration
-    from tsevo.roles.builtin.rules import norm_label
-
     cal = draft.contract.calibration or {}
     feats = list(cal.get("features") or draft.outputs)
     res = sandbox.run(draft.source, [ToolInput.from_question(q) for q in rows])

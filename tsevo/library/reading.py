@@ -14,7 +14,7 @@ from typing import Any
 
 from .tool import ReadingRule
 
-__all__ = ["Reading", "apply_rule", "inverts", "match_label", "option_number"]
+__all__ = ["Reading", "apply_rule", "inverts", "match_label", "norm_label", "option_number"]
 
 _NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 _TOK = re.compile(r"[a-z0-9_]+")
@@ -35,20 +35,21 @@ class Reading:
     reason: str
 
 
-def _norm(s: str) -> str:
+def norm_label(s: str) -> str:
+    """Normalized option text used as a class label (lower-case word tokens, single-spaced)."""
     return " ".join(_TOK.findall(s.lower()))
 
 
 def match_label(label: str, options: Sequence[str]) -> int | None:
     """Index of the option matching a class label: exact (normalized) first, then unique token containment."""
-    lab = _norm(label)
+    lab = norm_label(label)
     if not lab:
         return None
-    exact = [i for i, o in enumerate(options) if _norm(o) == lab]
+    exact = [i for i, o in enumerate(options) if norm_label(o) == lab]
     if len(exact) == 1:
         return exact[0]
     lt = set(lab.split())
-    cont = [i for i, o in enumerate(options) if lt <= set(_norm(o).split())]
+    cont = [i for i, o in enumerate(options) if lt <= set(norm_label(o).split())]
     if len(cont) == 1:
         return cont[0]
     return None

@@ -1,5 +1,53 @@
-"""Role protocols (answer, review, and later triage, plan, synthesize) and their backends."""
+"""The roles of a round as small protocols, the role set, and their two backends.
 
-from .protocols import Answerer, BaseAnswer, Evidence, Review, Reviewer
+* :mod:`tsevo.roles.protocols`: what each role is given and returns (answerer, reviewer, triage,
+  local and global planner, synthesizer) and the records they exchange.
+* :class:`RoleSet`: one implementation per role; :meth:`RoleSet.builtin` (offline, deterministic)
+  and :meth:`RoleSet.llm` (any OpenAI-compatible endpoint), mixable per role.
+* :class:`Callback` and :class:`RunStopped`: what a backend contributes to a run, and how a role
+  stops one cleanly. The roles never import the engine.
+"""
 
-__all__ = ["Answerer", "BaseAnswer", "Evidence", "Review", "Reviewer"]
+from .callbacks import Callback, RunStopped
+from .protocols import (
+    Answerer,
+    AttemptFeedback,
+    BaseAnswer,
+    Category,
+    ContractCard,
+    Dossier,
+    ErrorItem,
+    Evidence,
+    Example,
+    GlobalPlanner,
+    LocalPlanner,
+    Review,
+    Reviewer,
+    Synthesizer,
+    Triage,
+    WorkGroup,
+)
+from .roleset import ROLE_NAMES, RoleSet
+
+__all__ = [
+    "ROLE_NAMES",
+    "Answerer",
+    "AttemptFeedback",
+    "BaseAnswer",
+    "Callback",
+    "Category",
+    "ContractCard",
+    "Dossier",
+    "ErrorItem",
+    "Evidence",
+    "Example",
+    "GlobalPlanner",
+    "LocalPlanner",
+    "Review",
+    "Reviewer",
+    "RoleSet",
+    "RunStopped",
+    "Synthesizer",
+    "Triage",
+    "WorkGroup",
+]

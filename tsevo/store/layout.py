@@ -173,13 +173,16 @@ class RoundPaths:
 class RunLayout:
     """Every path of one run folder.
 
+    Every path it returns is absolute (a relative root is taken from the current directory when
+    the layout is made), so a path from the layout can be handed to any reader or writer.
+
     Args:
         root: The run folder.
 
     Example:
         >>> lay = RunLayout("runs/demo")
-        >>> lay.round(2).gate.as_posix()
-        'runs/demo/rounds/r2/gate.json'
+        >>> lay.rel(lay.round(2).gate)
+        'rounds/r2/gate.json'
         >>> lay.rel(lay.eval_log("val.ab12"))
         'evals/val.ab12.jsonl'
     """
@@ -187,7 +190,7 @@ class RunLayout:
     root: Path
 
     def __init__(self, root: str | Path) -> None:
-        object.__setattr__(self, "root", Path(root))
+        object.__setattr__(self, "root", Path(root).absolute())
 
     @property
     def config(self) -> Path:

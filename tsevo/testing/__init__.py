@@ -1,9 +1,25 @@
 """Offline helpers that ship with tsevo: a scripted OpenAI-compatible server for tests and workshops.
 
+* :class:`FakeOpenAIServer`: a real HTTP server on loopback speaking the OpenAI protocol, its replies
+  scripted (a list, or a function of the request), with injectable faults.
+* :class:`BuiltinResponder`: a script that answers every LLM role's request with what the builtin
+  roles compute, so a whole round runs through real HTTP with no model (replies are computed, not
+  a model's).
+
 Example:
     >>> from tsevo.testing import FakeOpenAIServer, Fault
 """
 
 from .fake_openai import FakeOpenAIServer, Fault, RecordedRequest, Reply, Responder, match_substring
+from .responder import KINDS, BuiltinResponder
 
-__all__ = ["FakeOpenAIServer", "Fault", "RecordedRequest", "Reply", "Responder", "match_substring"]
+__all__ = [
+    "KINDS",
+    "BuiltinResponder",
+    "FakeOpenAIServer",
+    "Fault",
+    "RecordedRequest",
+    "Reply",
+    "Responder",
+    "match_substring",
+]

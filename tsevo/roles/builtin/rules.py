@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tsevo.library.reading import apply_rule, option_number
+from tsevo.library.reading import apply_rule, norm_label, option_number
 from tsevo.library.tool import ReadingRule
 
 __all__ = [
@@ -31,18 +31,12 @@ __all__ = [
     "cross_validate",
     "fit_rule",
     "net_gain",
-    "norm_label",
     "separation",
     "train_accuracy",
     "tune_margin",
 ]
 
 _TOK = re.compile(r"[a-z0-9_]+")
-
-
-def norm_label(s: str) -> str:
-    """Normalized option text used as a class label."""
-    return " ".join(_TOK.findall(s.lower()))
 
 
 @dataclass(frozen=True)

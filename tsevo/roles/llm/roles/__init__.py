@@ -8,7 +8,7 @@ Build them around one :class:`RoleContext` (one client: cache, accounting, budge
     ctx = RoleContext(LLMClient(RoleConfigs.load(model="gpt-4o-mini")))
     answerer, reviewer = LLMAnswerer(ctx), LLMReviewer(ctx)
 
-or get a whole :class:`~tsevo.evolve.round.RoleSet` from :func:`tsevo.roles.llm.backend.build_roleset`.
+or get a whole :class:`~tsevo.roles.RoleSet` from :meth:`tsevo.roles.RoleSet.llm`.
 Prompts are text assets in :mod:`tsevo.roles.llm.prompts`; replies follow pydantic contracts whose
 JSON schema is rendered into the prompt.
 """

@@ -12,7 +12,7 @@ Error policy of the LLM roles (on top of the engine's containment, see ``tsevo.e
   is considered down and the run stops.
 * A spent budget (:class:`~tsevo.roles.llm.accounting.BudgetExhausted`), a replay-mode miss
   (:class:`~tsevo.roles.llm.cache.ReplayMiss`) and a dead endpoint raise :class:`LLMRunStopped`.
-  It derives from ``BaseException`` on purpose, like ``KeyboardInterrupt``: the round engine
+  It is a :class:`~tsevo.roles.callbacks.RunStopped` and derives from ``BaseException`` on purpose, like ``KeyboardInterrupt``: the round engine
   contains ``Exception`` from roles (a failed role must not void a round), but these conditions
   must stop the whole run, leaving the store as a kill would (resumable; cached replies are free
   on the rerun) instead of being recorded as per-question failures that a resume would reuse.
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic
 
+from ...callbacks import RunStopped
 from ..accounting import BudgetExhausted
 from ..cache import ReplayMiss
 from ..client import LLMCallError, LLMClient
@@ -54,18 +55,13 @@ __all__ = [
 M = TypeVar("M", bound=pydantic.BaseModel)
 
 
-class LLMRunStopped(BaseException):
+class LLMRunStopped(RunStopped):
     """The LLM backend cannot go on: the run stops and can be resumed by rerunning it.
 
     Attributes:
         reason: ``budget`` | ``replay_miss`` | ``endpoint_down``.
         cause: The underlying error.
     """
-
-    def __init__(self, reason: str, message: str, cause: BaseException | None = None) -> None:
-        self.reason = reason
-        self.cause = cause
-        super().__init__(message)
 
 
 def letters(n: int) -> list[str]:

@@ -24,11 +24,23 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tsevo.library.tool import Guidance, ReadingRule, Tool
-
-from ...protocols import (
+from tsevo.data import Question
+from tsevo.library.library import ScopedTool
+from tsevo.library.tool import Contract, Guidance, ReadingRule, Tool
+from tsevo.roles.builtin import (
+    ClusterTriage,
+    GlobalSummaryAnswerer,
+    MeasurementPlanner,
+    MergeCoordinator,
+    RuleReviewer,
+    TemplateSynthesizer,
+)
+from tsevo.roles.builtin.coordinator import merge_scopes
+from tsevo.roles.llm.prompts import load_prompt
+from tsevo.roles.llm.render import option_letter, render_question
+from tsevo.roles.protocols import (
     AttemptFeedback,
     Category,
     ContractCard,
@@ -38,11 +50,6 @@ from ...protocols import (
     Example,
     WorkGroup,
 )
-from ..prompts import load_prompt
-from ..render import option_letter, render_question
-
-if TYPE_CHECKING:
-    from tsevo.data import Question
 
 __all__ = ["KINDS", "BuiltinResponder"]
 
@@ -100,15 +107,6 @@ class BuiltinResponder:
 
     def __init__(self, questions: Iterable[Question], roles: Any = None) -> None:
         if roles is None:
-            from tsevo.roles.builtin import (
-                ClusterTriage,
-                GlobalSummaryAnswerer,
-                MeasurementPlanner,
-                MergeCoordinator,
-                RuleReviewer,
-                TemplateSynthesizer,
-            )
-
             roles = SimpleNamespace(
                 answerer=GlobalSummaryAnswerer(),
                 reviewer=RuleReviewer(),
@@ -189,8 +187,6 @@ class BuiltinResponder:
         m = re.search(r"^Current answer: ([A-J?])$", prompt, re.MULTILINE)
         assert m is not None
         incoming = ord(m.group(1)) - ord("A")
-        from tsevo.library.library import ScopedTool
-
         rows = _json_after(
             prompt, 'reading_rule", when present, is the machine-readable form of the guidance):'
         )
@@ -318,8 +314,6 @@ class BuiltinResponder:
         m = re.search(r"[Ww]ork group (\S+) \((?:serves )?failure buckets: ([^)]*)\)", prompt)
         assert m is not None
         cards = tuple(self.state.cards[b.strip()] for b in m.group(2).split(","))
-        from tsevo.roles.builtin.coordinator import merge_scopes
-
         scope = cards[0].scope if len(cards) == 1 else merge_scopes([c.scope for c in cards])
         return WorkGroup(m.group(1), cards, cards[0].contract, scope)
 
@@ -343,8 +337,6 @@ class BuiltinResponder:
         violation = re.search(r"^Problem: (.*)$", prompt, re.MULTILINE).group(1)  # type: ignore[union-attr]
         d = _json_after(prompt, "The rejected tool (JSON):")
         contract = _json_after(prompt, "Contract:")
-        from tsevo.library.tool import Contract
-
         cal = group.contract.calibration if contract.get("calibration") else None
         draft = Tool(
             id="draft.repair",
