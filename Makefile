@@ -51,7 +51,7 @@ nbval: $(STAMP)
 	$(VENV)/bin/nbstripout --keep-id notebooks/*.ipynb && git diff --exit-code notebooks/
 
 notebooks: $(STAMP)
-	$(PY) -c "from tsevo.notebook import QuickstartConfig, ensure_run, execute_notebooks; execute_notebooks(ensure_run(QuickstartConfig(run_dir='runs/notebooks')))"
+	$(PY) -c "from tsevo.notebook import QuickstartConfig, ensure_run; from tsevo.studies import execute_notebooks; execute_notebooks(ensure_run(QuickstartConfig(run_dir='runs/notebooks')))"
 
 test-browser: $(STAMP)
 	apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium

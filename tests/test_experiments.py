@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from tsevo.experiments import grid_points, load_spec, run_spec
+from tsevo.studies import grid_points, load_spec, run_spec
 
 REPO = Path(__file__).resolve().parents[1]
 

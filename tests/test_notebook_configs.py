@@ -1,6 +1,7 @@
-"""tsevo.notebook: stage configs (parameters map 1:1, unknown names raise) and the step functions.
+"""Notebook configs (one shared base; parameters map 1:1, unknown names raise) and the tables they show.
 
-The step functions are checked against the run's own records on one tiny REAL round (synthetic
+The tables (:mod:`tsevo.analysis`), figures (:mod:`tsevo.widgets`) and the study's comparison
+(:mod:`tsevo.studies`) are checked against the run's own records on one tiny REAL round (synthetic
 tiny preset, seed 5), so a table that drifts from what the round stored fails here.
 """
 
@@ -14,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tsevo import analysis, studies, widgets
 from tsevo import notebook as nb
+from tsevo.evolve import ProtocolConfig
+from tsevo.roles import RoleSet
 from tsevo.store import RunStore
 
 
@@ -48,6 +52,49 @@ def dataclass_frozen_error() -> type[Exception]:
     return FrozenInstanceError
 
 
+SHARED = ["run_dir", "size", "seed", "backend", "base_url", "model", "temperature", "concurrency"]
+
+
+@pytest.mark.parametrize("cls", list(nb.CONFIGS.values()), ids=list(nb.CONFIGS))
+def test_every_config_shares_the_base(cls: type) -> None:
+    assert issubclass(cls, nb.NotebookConfig)
+    names = [f.name for f in fields(cls)]
+    base = [f.name for f in fields(nb.NotebookConfig)]
+    assert names[: len(base)] == base and base[: len(SHARED)] == SHARED
+    assert not {n for n in names if "key" in n.lower()}  # the API key is never a parameter
+    with pytest.raises(TypeError, match="unknown parameters"):
+        cls.from_params({"api_key": "sk-x"})
+    with pytest.raises(ValueError, match="backend"):
+        cls.from_params({"backend": "gpt"})
+
+
+def test_the_base_builds_the_protocol_and_the_roles(tmp_path: Path) -> None:
+    cfg = nb.QuickstartConfig(seed=7, rounds=2)
+    assert cfg.protocol() == ProtocolConfig(rounds=2, seed=7)
+    assert nb.GateConfig(seed=3).protocol() == ProtocolConfig(rounds=1, seed=3)
+    assert cfg.suite_ref == "synthetic:tiny:seed=7"
+    with cfg.roles() as roles:
+        assert roles.backend == "builtin"
+    llm = nb.DataConfig(
+        backend="llm",
+        base_url="http://127.0.0.1:9/v1",
+        model="scripted",
+        temperature=0.5,
+        concurrency=2,
+        cache_mode="off",
+    )
+    d = llm.llm_configs().default
+    assert (d.base_url, d.model, d.temperature, d.concurrency, d.cache_mode) == (
+        "http://127.0.0.1:9/v1",
+        "scripted",
+        0.5,
+        2,
+        "off",
+    )
+    with llm.roles(tmp_path / "run") as roles:
+        assert isinstance(roles, RoleSet) and roles.backend == "llm"
+
+
 def test_int_fields_reject_bools_and_strings() -> None:
     with pytest.raises(TypeError, match="seed must be int"):
         nb.QuickstartConfig.from_params({"seed": True})
@@ -56,7 +103,7 @@ def test_int_fields_reject_bools_and_strings() -> None:
 
 
 def test_configs_cover_the_notebooks() -> None:
-    stems = {p.stem for p in nb.default_notebooks()}
+    stems = {p.stem for p in studies.default_notebooks()}
     assert stems == set(nb.CONFIGS)
     assert {c.notebook for c in nb.CONFIGS.values()} == stems
 
@@ -74,7 +121,7 @@ def test_run_level_tables_agree_with_the_stored_round(tiny_run: Path) -> None:
     store = RunStore.open(tiny_run)
     rd = store.read_json("rounds/r1/round.json")
     gate = store.read_json("rounds/r1/gate.json")
-    base = nb.base_pass_table(tiny_run)
+    base = analysis.base_pass_table(tiny_run)
     allrow = base.iloc[-1]
     assert allrow["task"] == "ALL" and allrow["n"] == rd["funnel"]["train_questions"]
     assert allrow["errors"] == rd["funnel"]["errors"]
@@ -82,7 +129,7 @@ def test_run_level_tables_agree_with_the_stored_round(tiny_run: Path) -> None:
     assert abs(allrow["accuracy"] - rd["funnel"]["train_accuracy"]) < 1e-6
     assert base.iloc[:-1]["n"].sum() == allrow["n"]
 
-    buckets = nb.buckets_table(tiny_run, max_members=3)
+    buckets = analysis.buckets_table(tiny_run, max_members=3)
     stored = store.read_json("rounds/r1/buckets.json")["buckets"]
     assert list(buckets["bucket"]) == [b["id"] for b in stored]
     assert list(buckets["members"]) == [len(b["members"]) for b in stored]
@@ -90,46 +137,49 @@ def test_run_level_tables_agree_with_the_stored_round(tiny_run: Path) -> None:
     assert all(len(m.split(", ")) <= 3 for m in buckets["first_members"])
     assert len(buckets) == rd["funnel"]["buckets"]
 
-    assert len(nb.contracts_table(tiny_run)) == rd["funnel"]["contracts"]
-    attempts = nb.attempts_table(tiny_run)
+    assert len(analysis.contracts_table(tiny_run)) == rd["funnel"]["contracts"]
+    attempts = analysis.attempts_table(tiny_run)
     assert len(attempts) == rd["funnel"]["attempts"]
     assert int(attempts["survivor"].sum()) == rd["funnel"]["survivors"]
-    src = nb.candidate_source(tiny_run, rd["deployed"][0])
+    src = analysis.candidate_source(tiny_run, rd["deployed"][0])
     assert src.lstrip().startswith("def ")
-    assert len(nb.calibration_table(tiny_run)) == 0  # tiny: no class reaches 16 train rows
+    assert len(analysis.calibration_table(tiny_run)) == 0  # tiny: no class reaches 16 train rows
 
-    paired = nb.paired_table(tiny_run).iloc[-1]
+    paired = analysis.paired_table(tiny_run).iloc[-1]
     assert (paired["helped"], paired["harmed"], paired["n"]) == (gate["h"], gate["m"], gate["n"])
-    changed = nb.paired_rows(tiny_run)
+    changed = analysis.paired_rows(tiny_run)
     assert len(changed) == gate["h"] + gate["m"]
-    repairs = nb.repairs_table(tiny_run)
+    repairs = analysis.repairs_table(tiny_run)
     assert set(repairs["candidate"]) <= set(attempts["tool_id"])
-    assert len(nb.prune_df(tiny_run)) == 0  # accepted at the first gate: no prune
+    assert len(analysis.prune_df(tiny_run)) == 0  # accepted at the first gate: no prune
 
-    chain = nb.chain_table(tiny_run)
+    chain = analysis.chain_table(tiny_run)
     assert sorted(chain["id"]) == sorted(rd["deployed"])
-    m = nb.run_metrics(tiny_run)
+    m = analysis.run_metrics(tiny_run)
     assert (m["status"], m["h"], m["m"], m["n"]) == ("accepted", gate["h"], gate["m"], gate["n"])
     assert m["gate_path"] == gate["path"] and m["deployed"] == len(rd["deployed"])
-    deltas = nb.test_deltas(tiny_run)
+    deltas = analysis.test_deltas(tiny_run)
     assert deltas.iloc[-1]["before"] == m["test_before"]
-    assert len(nb.changed_flips(tiny_run)) == deltas.iloc[-1]["helped"] + deltas.iloc[-1]["harmed"]
-    assert "ACCEPTED" in nb.run_text(tiny_run)
+    assert (
+        len(analysis.changed_flips(tiny_run))
+        == deltas.iloc[-1]["helped"] + deltas.iloc[-1]["harmed"]
+    )
+    assert "ACCEPTED" in analysis.run_text(tiny_run)
 
 
 def test_compare_libraries_reproduces_the_report(tiny_run: Path) -> None:
     """Base agent = the library before round 1 (empty root); evolved = after: same as test.json."""
-    table = nb.compare_libraries(tiny_run, split="test")
-    piv = nb.comparison_pivot(table)
-    allrow = nb.test_deltas(tiny_run).iloc[-1]
+    table = studies.compare_libraries(tiny_run, split="test")
+    piv = studies.comparison_pivot(table)
+    allrow = analysis.test_deltas(tiny_run).iloc[-1]
     assert piv.loc["ALL", "base"] == pytest.approx(allrow["before"], abs=1e-6)
     assert piv.loc["ALL", "evolved"] == pytest.approx(allrow["after"], abs=1e-6)
     assert set(piv.columns) == {"base", "evolved", "expert"}
-    n_test = sum(1 for v in nb.load_suite(tiny_run).splits.values() if v == "test")
+    n_test = sum(1 for v in nb.run_suite(tiny_run).splits.values() if v == "test")
     assert set(table[table["family"] == "ALL"]["n"]) == {n_test}
     per_family = table[table["family"] != "ALL"].groupby("agent")["correct"].sum()
     assert dict(per_family) == dict(table[table["family"] == "ALL"].set_index("agent")["correct"])
-    fig = nb.comparison_figure(table)
+    fig = widgets.comparison_figure(table)
     assert len(fig.axes) == 1
 
 
@@ -159,8 +209,8 @@ def test_prune_df_reads_a_pruned_round(tiny_run: Path, tmp_path: Path) -> None:
         "first": {},
     }
     (run / "rounds/r1/round.json").write_text(json.dumps(rd))
-    df = nb.prune_df(run)
-    assert list(df.columns) == nb.PRUNE_COLUMNS
+    df = analysis.prune_df(run)
+    assert list(df.columns) == analysis.PRUNE_COLUMNS
     assert list(df["update"]) == ["u1", "u2", "u3"]
     assert list(df["harmful"]) == [True, False, False]
     assert list(df["removed"]) == [True, False, True]
@@ -179,13 +229,13 @@ def test_metrics_round_trip(tiny_run: Path, tmp_path: Path) -> None:
 
 
 def test_figures_build(tiny_run: Path) -> None:
-    suite = nb.load_suite(tiny_run)
-    assert len(nb.examples_figure(suite, 3).axes) == 4  # 2x2 grid, the 4th switched off
-    assert nb.suite_metrics(suite)["questions"] == len(suite)
-    assert len(nb.solver_table(suite)) > 0
-    base = nb.base_pass_table(tiny_run)
-    assert len(nb.accuracy_figure(base).axes) == 1
-    assert len(nb.deltas_figure(nb.test_deltas(tiny_run)).axes) == 1
+    suite = nb.run_suite(tiny_run)
+    assert len(widgets.examples_figure(suite, 3).axes) == 4  # 2x2 grid, the 4th switched off
+    assert analysis.suite_metrics(suite)["questions"] == len(suite)
+    assert len(analysis.solver_table(suite)) > 0
+    base = analysis.base_pass_table(tiny_run)
+    assert len(widgets.accuracy_figure(base).axes) == 1
+    assert len(widgets.deltas_figure(analysis.test_deltas(tiny_run)).axes) == 1
 
 
 def test_ensure_run_reuses_a_finished_run(tiny_run: Path) -> None:

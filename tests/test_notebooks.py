@@ -23,9 +23,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tsevo import analysis, studies
 from tsevo import notebook as nb
 
-NOTEBOOKS = nb.default_notebooks()
+NOTEBOOKS = studies.default_notebooks()
 EXPECTED = [
     "00_quickstart",
     "10_data",
@@ -83,6 +84,22 @@ def test_notebook_anatomy(path: Path) -> None:
         logic = (ast.FunctionDef, ast.ClassDef, ast.For, ast.While, ast.Lambda, ast.If)
         bad = [type(n).__name__ for n in ast.walk(tree) if isinstance(n, logic)]
         assert not bad, f"{path.name}: logic in a notebook cell ({bad}); move it to tsevo/"
+        private = [
+            n.module or ""
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom)
+            and (n.module or "").startswith("tsevo")
+            and (
+                any(p.startswith("_") for p in (n.module or "").split("."))
+                or any(a.name.startswith("_") for a in n.names)
+            )
+        ]
+        private += [
+            n.attr
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and n.attr.startswith("_")
+        ]
+        assert not private, f"{path.name}: private names from tsevo ({private}); use public ones"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -107,7 +124,7 @@ def test_parameters_cell_maps_one_to_one_onto_the_config(path: Path) -> None:
 
 def test_sanitizer_file_is_valid() -> None:
     cfg = configparser.ConfigParser()
-    cfg.read(Path(nb.default_notebooks()[0]).parent / "nbval_sanitize.cfg")
+    cfg.read(Path(studies.default_notebooks()[0]).parent / "nbval_sanitize.cfg")
     assert cfg.sections()
     for section in cfg.sections():
         pattern = re.compile(cfg[section]["regex"])
@@ -119,7 +136,7 @@ def test_sanitizer_file_is_valid() -> None:
 
 def test_unknown_parameter_fails_before_a_kernel_starts(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="unknown parameters"):
-        nb.execute_notebooks(
+        studies.execute_notebooks(
             tmp_path, notebooks=[NOTEBOOKS[0]], out_dir=tmp_path, parameters={"sead": 1}
         )
 
@@ -141,7 +158,7 @@ def _kernel() -> str:
 
 def test_papermill_injects_parameters_and_records_metrics(tiny_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "executed"
-    (written,) = nb.execute_notebooks(
+    (written,) = studies.execute_notebooks(
         tiny_run,
         notebooks=[NOTEBOOKS[0]],
         out_dir=out,
@@ -161,4 +178,4 @@ def test_papermill_injects_parameters_and_records_metrics(tiny_run: Path, tmp_pa
     ]
     cfg_repr = "".join(o.get("data", {}).get("text/plain", "") for o in book.cells[4].outputs)
     assert "split='val'" in cfg_repr and str(tiny_run) in cfg_repr
-    assert nb.read_metrics(tiny_run, "00_quickstart") == nb.run_metrics(tiny_run)
+    assert nb.read_metrics(tiny_run, "00_quickstart") == analysis.run_metrics(tiny_run)

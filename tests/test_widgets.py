@@ -27,7 +27,7 @@ from tsevo.widgets import (
 from tsevo.widgets.export import default_assets_dir
 
 from tsevo import notebook as nb
-from tsevo.analysis import FLIPS_COLUMNS, TOOLS_COLUMNS, flips_df, tools_df
+from tsevo.analysis import FLIPS_COLUMNS, PRUNE_COLUMNS, TOOLS_COLUMNS, flips_df, tools_df
 from tsevo.library.calibration import fit_calibration
 from tsevo.store import RunStore
 
@@ -353,7 +353,7 @@ def test_gate_view_prune_steps() -> None:
                 "accepted": True,
             }
         ],
-        columns=nb.PRUNE_COLUMNS,
+        columns=PRUNE_COLUMNS,
     )
     w = GateView(gate, prune)
     html = w.summary.value

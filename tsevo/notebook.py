@@ -326,10 +326,6 @@ def ensure_run(
 
 
 # --------------------------------------------------------------------------------------- metrics
-def _store(run: str | Path) -> RunStore:
-    return RunStore.open(Path(run).absolute())
-
-
 def record_metrics(run: str | Path, name: str, metrics: Mapping[str, Any]) -> Path:
     """Write a notebook's metrics as small JSON in the run folder.
 
@@ -344,12 +340,12 @@ def record_metrics(run: str | Path, name: str, metrics: Mapping[str, Any]) -> Pa
     Raises:
         ValueError: A name that is not a plain file name.
     """
-    store = _store(run)
+    store = RunStore.open(run)
     return store.write_json(store.layout.notebook_metrics(name), dict(metrics))
 
 
 def read_metrics(run: str | Path, name: str) -> dict[str, Any]:
     """Metrics written by :func:`record_metrics`."""
-    store = _store(run)
+    store = RunStore.open(run)
     out: dict[str, Any] = store.read_json(store.layout.notebook_metrics(name))
     return out

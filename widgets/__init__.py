@@ -1,9 +1,12 @@
 """Inspectors for tsevo runs, imported as ``tsevo.widgets``.
 
-Widgets are built only from the tidy frames in :mod:`tsevo.analysis` (plus the run's series for
-plots); they compute nothing. Each has a ``from_run(run_dir)`` constructor, a composed ``view``,
-plain ``_repr_html_``/``__repr__`` fallbacks, and a kernel-free ``static_view`` used by the offline
-HTML export (:func:`export_html`).
+Widgets and figures are built only from the tidy frames in :mod:`tsevo.analysis` (plus the run's
+series for plots); they compute nothing. Each widget (:class:`FlipExplorer`, :class:`LibraryBrowser`,
+:class:`GateView`) has a ``from_run(run_dir)`` constructor, a composed ``view``, plain
+``_repr_html_``/``__repr__`` fallbacks, and a kernel-free ``static_view`` used by the offline HTML
+export (:func:`export_html`). The notebooks' figures (:func:`accuracy_figure`,
+:func:`deltas_figure`, :func:`examples_figure`, :func:`comparison_figure`, displayed with
+:func:`show`) are matplotlib figures not attached to pyplot.
 """
 
 from ._render import (
@@ -13,6 +16,15 @@ from ._render import (
     draw_calibration_tree,
 )
 from .export import build_page, export_html
+from .figures import (
+    accuracy_figure,
+    comparison_figure,
+    deltas_figure,
+    example_questions,
+    examples_figure,
+    show,
+    show_sources,
+)
 from .flips import FLIP_CLASSES, FlipExplorer, filter_flips
 from .gate import GateView, gate_figure
 from .library import LibraryBrowser, filter_tools
@@ -22,13 +34,20 @@ __all__ = [
     "FlipExplorer",
     "GateView",
     "LibraryBrowser",
+    "accuracy_figure",
     "build_page",
     "calibration_figure",
     "calibration_tree_html",
     "calibration_tree_text",
+    "comparison_figure",
+    "deltas_figure",
     "draw_calibration_tree",
+    "example_questions",
+    "examples_figure",
     "export_html",
     "filter_flips",
     "filter_tools",
     "gate_figure",
+    "show",
+    "show_sources",
 ]

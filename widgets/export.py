@@ -21,7 +21,12 @@ from typing import Any
 
 import ipywidgets as ipw
 
+from tsevo.analysis import run_text
+
 from ._render import esc
+from .flips import FlipExplorer
+from .gate import GateView
+from .library import LibraryBrowser
 
 __all__ = ["ASSETS_ENV", "build_page", "default_assets_dir", "export_html"]
 
@@ -87,18 +92,11 @@ def build_page(
     Returns:
         The page widget and the front-end links it needs.
     """
-    from tsevo.evolve.report import run_summary, summary_text
-
-    from .flips import FlipExplorer
-    from .gate import GateView
-    from .library import LibraryBrowser
-
     flips_w, l1 = FlipExplorer.from_run(run, split=split).static_view(max_questions=max_questions)
     lib_w, l2 = LibraryBrowser.from_run(run).static_view()
     gate_w, l3 = GateView.from_run(run).static_view()
     summary = ipw.HTML(
-        f"<pre style='font-size:11px;white-space:pre-wrap'>"
-        f"{esc(summary_text(run_summary(run)))}</pre>"
+        f"<pre style='font-size:11px;white-space:pre-wrap'>{esc(run_text(run))}</pre>"
     )
     tabs = ipw.Tab([flips_w, lib_w, gate_w, summary])
     for i, name in enumerate(["flips", "library", "gate", "summary"]):

@@ -1,6 +1,6 @@
 """FlipExplorer: what changed, question by question, between two arms of a run.
 
-Built from :func:`tsevo.analysis.flips_df` (and the series in the run's ``suite.parquet``). Filters
+Built from :func:`tsevo.analysis.flips_df` (and the series of the run's suite). Filters
 by task, flip class and tool; selecting a question shows its series plot, the question and options,
 base and final answers against gold, the tools that ran with their evidence, and the review
 decision.
@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import ipywidgets as ipw
+
+from tsevo.analysis import flips_df, run_suite
 
 from ._render import FLIP_COLORS, esc, question_html, series_png, table_html
 
@@ -101,11 +103,8 @@ class FlipExplorer:
         cls, run: str | Path, *, split: str = "test", round_: int | None = None
     ) -> FlipExplorer:
         """Build from a run folder: ``flips_df(run, split=..., round_=...)`` plus the suite's series."""
-        from tsevo.analysis import flips_df
-        from tsevo.data import Suite
-
         flips = flips_df(run, split=split, round_=round_)
-        suite = Suite.load(Path(run) / "suite.parquet")
+        suite = run_suite(run)
         series = {
             q.id: (dict(q.series), {n: q.role_of(n) for n in q.series})
             for q in suite

@@ -1,7 +1,7 @@
 """GateView: the paired gate's counts, δ and δ_lb, which path decided, and the prune steps.
 
 Built from :func:`tsevo.analysis.gate_df` (every gate decision: the first gate, the prune retest,
-the final gate) and :func:`tsevo.notebook.prune_df` (per update ``h_u``/``m_u`` and why it was kept
+the final gate) and :func:`tsevo.analysis.prune_df` (per update ``h_u``/``m_u`` and why it was kept
 or removed).
 """
 
@@ -12,7 +12,9 @@ from typing import Any
 
 import ipywidgets as ipw
 
-from ._render import esc, figure_png, kv_table, table_html
+from tsevo.analysis import gate_df, prune_df
+
+from ._render import esc, figure_png, img_tag, kv_table, table_html
 
 __all__ = ["GateView", "gate_figure", "gate_round_html"]
 
@@ -94,7 +96,7 @@ class GateView:
 
     Args:
         gate: A frame from :func:`tsevo.analysis.gate_df`.
-        prune: A frame from :func:`tsevo.notebook.prune_df` (or None).
+        prune: A frame from :func:`tsevo.analysis.prune_df` (or None).
         title: Heading.
 
     Attributes:
@@ -122,9 +124,6 @@ class GateView:
     @classmethod
     def from_run(cls, run: str | Path) -> GateView:
         """Build from a run folder (``gate_df(run)`` and ``prune_df(run)``)."""
-        from tsevo.analysis import gate_df
-        from tsevo.notebook import prune_df
-
         return cls(gate_df(run), prune_df(run), title="gate decisions")
 
     def rows(self, round_: int) -> tuple[Any, Any | None]:
@@ -155,8 +154,6 @@ class GateView:
     # ------------------------------------------------------------------ static export
     def static_view(self) -> tuple[ipw.Widget, list[Any]]:
         """A kernel-free version: the round dropdown drives pre-rendered panels."""
-        from ._render import img_tag
-
         rounds = list(self.round.options)
         panels = [
             ipw.HTML(img_tag(self.plot_png(r), f"gate round {r}") + self.panel_html(r))

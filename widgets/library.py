@@ -13,6 +13,8 @@ from typing import Any
 
 import ipywidgets as ipw
 
+from tsevo.analysis import tools_df
+
 from ._render import draw_calibration_tree, esc, figure_png, img_tag, table_html, tool_html
 
 __all__ = ["LibraryBrowser", "filter_tools", "tool_label"]
@@ -88,8 +90,6 @@ class LibraryBrowser:
     @classmethod
     def from_run(cls, run: str | Path) -> LibraryBrowser:
         """Build from a run folder (``tools_df(run)``: the deployed library and its usage)."""
-        from tsevo.analysis import tools_df
-
         tools = tools_df(run)
         n = len({int(s) for s in tools["stage"]})
         return cls(tools, title=f"deployed library: {len(tools)} artifacts in {n} stage(s)")

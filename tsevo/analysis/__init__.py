@@ -1,0 +1,103 @@
+"""Tidy frames and tables with fixed schemas, read from a run folder: what notebooks and widgets show.
+
+Every function takes a run folder (or an open :class:`~tsevo.store.RunStore`) and returns a pandas
+DataFrame whose columns are listed in its docstring (and in the ``*_COLUMNS`` constants, which tests
+check), or a JSON-friendly summary. Runs are read only through :class:`~tsevo.store.RunLayout`.
+Nothing here answers questions, changes a run or plots (figures live in :mod:`tsevo.widgets`).
+
+* runs: :func:`rounds_in`, :func:`load_records`, :func:`run_suite`
+* per question: :func:`flips_df`, :func:`changed_flips`
+* the library: :func:`tools_df`, :func:`chain_table`, :func:`measurements_df`
+* a round's steps: :func:`funnel_df`, :func:`base_pass_table`, :func:`failures_df`,
+  :func:`buckets_table`, :func:`contracts_table`, :func:`attempts_table`, :func:`candidate_source`,
+  :func:`calibration_table`, :func:`repairs_table`
+* the gate: :func:`gate_df`, :func:`paired_table`, :func:`paired_rows`, :func:`prune_df`
+* the report-only test and summaries: :func:`test_deltas`, :func:`run_summary`,
+  :func:`summary_text`, :func:`run_text`, :func:`run_metrics`, :func:`suite_metrics`
+* the synthetic suite's ceiling: :func:`solver_table`
+"""
+
+from ._runs import load_records, rounds_in, run_suite
+from .failures import (
+    BASE_PASS_COLUMNS,
+    BUCKETS_COLUMNS,
+    FAILURES_COLUMNS,
+    REPAIRS_COLUMNS,
+    base_pass_table,
+    buckets_table,
+    failures_df,
+    repairs_table,
+)
+from .flips import CHANGED_FLIPS_COLUMNS, FLIPS_COLUMNS, changed_flips, flips_df
+from .funnel import FUNNEL_COLUMNS, FUNNEL_ORDER, funnel_df
+from .gate import (
+    GATE_COLUMNS,
+    PAIRED_TABLE_COLUMNS,
+    PRUNE_COLUMNS,
+    gate_df,
+    paired_rows,
+    paired_table,
+    prune_df,
+)
+from .measurements import MEASUREMENTS_COLUMNS, measurements_df
+from .summary import run_metrics, run_summary, run_text, suite_metrics, summary_text
+from .tables import (
+    CALIBRATION_COLUMNS,
+    CONTRACTS_COLUMNS,
+    TEST_DELTAS_COLUMNS,
+    attempts_table,
+    calibration_table,
+    candidate_source,
+    contracts_table,
+    solver_table,
+    test_deltas,
+)
+from .tools import CHAIN_COLUMNS, TOOLS_COLUMNS, chain_table, tools_df
+
+__all__ = [
+    "BASE_PASS_COLUMNS",
+    "BUCKETS_COLUMNS",
+    "CALIBRATION_COLUMNS",
+    "CHAIN_COLUMNS",
+    "CHANGED_FLIPS_COLUMNS",
+    "CONTRACTS_COLUMNS",
+    "FAILURES_COLUMNS",
+    "FLIPS_COLUMNS",
+    "FUNNEL_COLUMNS",
+    "FUNNEL_ORDER",
+    "GATE_COLUMNS",
+    "MEASUREMENTS_COLUMNS",
+    "PAIRED_TABLE_COLUMNS",
+    "PRUNE_COLUMNS",
+    "REPAIRS_COLUMNS",
+    "TEST_DELTAS_COLUMNS",
+    "TOOLS_COLUMNS",
+    "attempts_table",
+    "base_pass_table",
+    "buckets_table",
+    "calibration_table",
+    "candidate_source",
+    "chain_table",
+    "changed_flips",
+    "contracts_table",
+    "failures_df",
+    "flips_df",
+    "funnel_df",
+    "gate_df",
+    "load_records",
+    "measurements_df",
+    "paired_rows",
+    "paired_table",
+    "prune_df",
+    "repairs_table",
+    "rounds_in",
+    "run_metrics",
+    "run_suite",
+    "run_summary",
+    "run_text",
+    "solver_table",
+    "suite_metrics",
+    "summary_text",
+    "test_deltas",
+    "tools_df",
+]
