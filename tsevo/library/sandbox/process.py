@@ -90,13 +90,7 @@ class WorkerProcess:
     def send(self, obj: Any, raw: bytes | None = None) -> None:
         """Send a pickled object, then (for ``run``) the raw batch payload as a second frame."""
         payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        out = len(payload).to_bytes(4, "big") + payload
-        if raw is not None:
-            out += len(raw).to_bytes(4, "big") + raw
-        data = memoryview(out)
-        while data:
-            n = os.write(self.wfd, data)
-            data = data[n:]
+        _w.write_all(self.wfd, _w.frames(payload) if raw is None else _w.frames(payload, raw))
 
     def _fill(self, n: int, deadline: float) -> None:
         while len(self._buf) < n:
@@ -113,10 +107,11 @@ class WorkerProcess:
 
     def receive(self, deadline: float) -> bytes:
         """The next frame from the worker (raw bytes)."""
-        self._fill(4, deadline)
-        n = int.from_bytes(self._buf[:4], "big")
-        self._fill(4 + n, deadline)
-        payload, self._buf = self._buf[4 : 4 + n], self._buf[4 + n :]
+        head = _w.FRAME_HEAD.size
+        self._fill(head, deadline)
+        (n,) = _w.FRAME_HEAD.unpack_from(self._buf)
+        self._fill(head + n, deadline)
+        payload, self._buf = self._buf[head : head + n], self._buf[head + n :]
         return payload
 
     def kill(self) -> None:

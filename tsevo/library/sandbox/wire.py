@@ -39,9 +39,18 @@ import numpy as np
 
 from tsevo.library.context import ToolInput
 
-__all__ = ["map_inputs", "read_frame", "unwire_inputs", "wire_inputs", "write_frame"]
+__all__ = [
+    "frames",
+    "map_inputs",
+    "read_frame",
+    "unwire_inputs",
+    "wire_inputs",
+    "write_all",
+    "write_frame",
+]
 
-_HDR = struct.Struct(">I")
+FRAME_HEAD = struct.Struct(">I")
+"""A frame's length prefix."""
 MAX_FRAME = 1 << 31
 
 # result stream records (see the module docstring)
@@ -83,12 +92,25 @@ def grow_pipe(fd: int, size: int = PIPE_BYTES) -> None:
         fcntl.fcntl(fd, _F_SETPIPE_SZ, size)
 
 
+def frames(*payloads: bytes) -> bytes:
+    """The payloads as consecutive length-prefixed frames, in one buffer."""
+    parts: list[bytes] = []
+    for p in payloads:
+        parts += (FRAME_HEAD.pack(len(p)), p)
+    return b"".join(parts)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to a blocking file descriptor."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
 def write_frame(fd: int, payload: bytes) -> None:
     """Write one length-prefixed frame to a file descriptor (all of it)."""
-    data = memoryview(_HDR.pack(len(payload)) + payload)
-    while data:
-        n = os.write(fd, data)
-        data = data[n:]
+    write_all(fd, frames(payload))
 
 
 def _read_exact(fd: int, n: int) -> bytes | None:
@@ -104,10 +126,10 @@ def _read_exact(fd: int, n: int) -> bytes | None:
 
 def read_frame(fd: int) -> bytes | None:
     """Read one frame from a blocking descriptor; None at end of file."""
-    hdr = _read_exact(fd, _HDR.size)
+    hdr = _read_exact(fd, FRAME_HEAD.size)
     if hdr is None:
         return None
-    (n,) = _HDR.unpack(hdr)
+    (n,) = FRAME_HEAD.unpack(hdr)
     if n > MAX_FRAME:
         raise ValueError(f"frame of {n} bytes")
     return _read_exact(fd, n)
