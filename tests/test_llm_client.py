@@ -10,6 +10,8 @@ import sys
 import textwrap
 import threading
 import time
+import tomllib
+import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +22,7 @@ from tsevo.roles.llm import (
     Accounting,
     BudgetExhausted,
     BudgetLimits,
+    CachedReply,
     ChatRequest,
     LLMCallError,
     LLMClient,
@@ -287,8 +290,7 @@ def test_cache_survives_a_killed_process(tmp_path: Path) -> None:
     code = textwrap.dedent(
         f"""
         import os, signal
-        from tsevo.roles.llm.cache import ResponseCache, CachedReply
-        from tsevo.roles.llm.accounting import Usage
+        from tsevo.roles.llm import CachedReply, ResponseCache, Usage
         c = ResponseCache({str(path)!r})
         for i in range(20):
             c.put(f"k{{i}}", {{"model": "m"}}, CachedReply(f"reply {{i}}", Usage(i, 1)))
@@ -304,8 +306,6 @@ def test_cache_survives_a_killed_process(tmp_path: Path) -> None:
 
 
 def test_cache_is_safe_across_threads(tmp_path: Path) -> None:
-    from tsevo.roles.llm.cache import CachedReply
-
     c = ResponseCache(tmp_path / "t.sqlite")
 
     def work(t: int) -> None:
@@ -454,8 +454,6 @@ def test_failures_are_classified_and_not_retried_when_permanent() -> None:
 
 
 def test_model_required_and_models_route() -> None:
-    import urllib.request
-
     with FakeOpenAIServer(default="ok", models=("m1", "m2")) as srv:
         with urllib.request.urlopen(srv.base_url + "/models", timeout=5) as resp:
             data = json.loads(resp.read())
@@ -481,8 +479,6 @@ def test_prompt_assets_fail_loudly_on_slots() -> None:
 
 def test_prompt_assets_are_package_data(repo_root: Path) -> None:
     """pyproject's package-data globs cover the .txt/.md prompt assets."""
-    import tomllib
-
     cfg = tomllib.loads((repo_root / "pyproject.toml").read_text())
     globs = cfg["tool"]["setuptools"]["package-data"]["*"]
     assert "*.txt" in globs and "*.md" in globs

@@ -7,7 +7,15 @@ import time
 import pydantic
 import pytest
 
-from tsevo.roles.llm import InvalidReply, LLMCallError, LLMClient, LLMConfig, json_call
+from tsevo.roles.llm import (
+    InvalidReply,
+    JsonReplyError,
+    LLMCallError,
+    LLMClient,
+    LLMConfig,
+    extract_json,
+    json_call,
+)
 from tsevo.testing import FakeOpenAIServer, Fault
 
 USER = [{"role": "user", "content": "Assign each error to a category."}]
@@ -209,8 +217,6 @@ def test_scripted_unsupported_format_fault_steps_down_on_a_real_request() -> Non
     ],
 )
 def test_extract_json_cases(text: str, finish: str, why: str | None) -> None:
-    from tsevo.roles.llm import JsonReplyError, extract_json
-
     if why is None:
         assert extract_json(text, finish_reason=finish) == {"answer": "B"}
     else:

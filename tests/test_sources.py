@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tsevo.data import RecordError, Suite
@@ -229,9 +231,6 @@ def test_tsaqa_fixture(tests_data: Path, tmp_path: Path) -> None:
     ex, rep = load_tsaqa(tests_data / "tsaqa/good", exclude_sunspot=True)
     assert len(ex) == 2 and rep.skipped["dataset=sunspot (exclude_sunspot)"] == 1
     # the Parquet path reads the same rows
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     rows = [json.loads(line) for line in (tests_data / "tsaqa/good/test.jsonl").open()]
     keys = sorted({k for r in rows for k in r})
     table = pa.Table.from_pylist([{k: r.get(k) for k in keys} for r in rows])

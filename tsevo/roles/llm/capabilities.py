@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from .accounting import Accounting, Budget, Usage
 from .cache import ResponseCache
@@ -228,17 +228,9 @@ def refusal_adaptation(kw: Mapping[str, Any], status: int, low: str) -> dict[str
     return None
 
 
-class ProbeSend(Protocol):
-    """Sends one probe at a fixed JSON level (:meth:`~tsevo.roles.llm.transport.Transport.send`)."""
-
-    def __call__(
-        self,
-        cfg: LLMConfig,
-        msgs: list[dict[str, str]],
-        schema: Mapping[str, Any] | None,
-        *,
-        fixed_level: str | None = None,
-    ) -> tuple[Any, int, int, str | None]: ...
+#: ``send(cfg, msgs, schema, fixed_level=...) -> (response, attempts, retries, level)``: one probe
+#: at a fixed JSON level (:meth:`~tsevo.roles.llm.transport.Transport.send`).
+ProbeSend = Callable[..., tuple[Any, int, int, str | None]]
 
 
 def probe_json_level(
