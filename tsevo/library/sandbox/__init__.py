@@ -35,8 +35,9 @@ The layers:
    primitives catalog), ``np`` and ``math`` (facades over allowlisted functions, no I/O, no
    ``random``, no ``ctypeslib``/``lib``/``load``/``memmap``), a small explicit ``__builtins__``.
    Facades refuse attribute assignment; no module object is reachable.
-3. **Process limits** (:mod:`.worker`): a pre-warmed zygote (BLAS threads = 1, ``PYTHONHASHSEED=0``,
-   numpy/scipy/primitives imported once, GC frozen) keeps a spare child forked in advance and hands
+3. **Process limits** (:mod:`.worker` and :mod:`.child`; frame and record formats in :mod:`.wire`):
+   a pre-warmed zygote (BLAS threads = 1, ``PYTHONHASHSEED=0``, numpy/scipy/primitives imported
+   once, GC frozen) keeps a spare child forked in advance and hands
    each batch to fresh children (up to ``max_children`` in parallel for large batches; a new spare
    is forked after the answer). A child drops its file descriptors, sets ``RLIMIT_AS``
    (``memory_mb`` on top of the zygote), ``RLIMIT_FSIZE=0``, ``RLIMIT_NOFILE``, ``RLIMIT_CORE=0``,
