@@ -94,13 +94,16 @@ def test_flip_explorer_initial_state_matches_the_report(tiny_run: Path, test_jso
 
 def test_flip_filters_drive_the_list_and_the_detail(tiny_run: Path, test_json: dict) -> None:
     w = FlipExplorer.from_run(tiny_run)
-    w.flip.value = "harmed"
+    # a flip class the round produced (harmed when there is one)
+    cls = "harmed" if test_json["counts"]["harmed_ids"] else "helped"
+    w.flip.value = cls
     ids = [q for _, q in w.questions.options]
-    assert ids == sorted(test_json["counts"]["harmed_ids"])
+    assert ids and ids == sorted(test_json["counts"][f"{cls}_ids"])
     assert w.selected == ids[0]
-    assert "harmed" in w.detail.value
+    assert cls in w.detail.value
     row = w.flips[w.flips["qid"] == ids[0]].iloc[0]
-    assert row["base_correct"] and not row["final_correct"]
+    assert bool(row["base_correct"]) == (cls == "harmed")
+    assert bool(row["final_correct"]) == (cls == "helped")
     # a task with no harmed question empties the list and says so
     other = next(t for t in w.task.options[1:] if t != row["task"])
     w.task.value = other
