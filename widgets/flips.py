@@ -14,14 +14,13 @@ from typing import Any
 
 import ipywidgets as ipw
 
-from tsevo.analysis import flips_df, run_suite
+from tsevo.analysis import FLIP_CLASSES, flips_df, run_suite
 
 from ._render import FLIP_COLORS, esc, question_html, series_png, table_html
 
 __all__ = ["ALL", "FLIP_CLASSES", "FlipExplorer", "filter_flips", "question_label"]
 
 ALL = "(all)"
-FLIP_CLASSES = ("helped", "harmed", "unchanged-right", "unchanged-wrong")
 
 SeriesMap = Mapping[str, tuple[Mapping[str, Any], Mapping[str, str]]]
 """qid -> (series name -> values, series name -> role)."""

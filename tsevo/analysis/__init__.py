@@ -28,7 +28,7 @@ from .failures import (
     failures_df,
     repairs_table,
 )
-from .flips import CHANGED_FLIPS_COLUMNS, FLIPS_COLUMNS, changed_flips, flips_df
+from .flips import CHANGED_FLIPS_COLUMNS, FLIP_CLASSES, FLIPS_COLUMNS, changed_flips, flips_df
 from .funnel import FUNNEL_COLUMNS, FUNNEL_ORDER, funnel_df
 from .gate import (
     GATE_COLUMNS,
@@ -63,6 +63,7 @@ __all__ = [
     "CONTRACTS_COLUMNS",
     "FAILURES_COLUMNS",
     "FLIPS_COLUMNS",
+    "FLIP_CLASSES",
     "FUNNEL_COLUMNS",
     "FUNNEL_ORDER",
     "GATE_COLUMNS",

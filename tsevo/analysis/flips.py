@@ -8,7 +8,10 @@ import pandas as pd
 
 from ._runs import Run, flip_of, load_records, open_run, rounds_in, run_suite
 
-__all__ = ["CHANGED_FLIPS_COLUMNS", "FLIPS_COLUMNS", "changed_flips", "flips_df"]
+__all__ = ["CHANGED_FLIPS_COLUMNS", "FLIPS_COLUMNS", "FLIP_CLASSES", "changed_flips", "flips_df"]
+
+FLIP_CLASSES = ("helped", "harmed", "unchanged-right", "unchanged-wrong")
+"""The flip classes of a paired question, in display order."""
 
 FLIPS_COLUMNS = [
     "round", "split", "qid", "task", "subtask", "question", "options", "gold",

@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from ._runs import Run, open_run, rounds_in
+from .flips import FLIP_CLASSES
 
 __all__ = [
     "GATE_COLUMNS",
@@ -22,7 +23,6 @@ GATE_COLUMNS = [
     "round", "decision", "path", "passed", "invalid", "n", "n_attempted", "h", "m",
     "delta", "delta_lb", "error_rate", "reasons",
 ]  # fmt: skip
-FLIP_CLASSES = ("helped", "harmed", "unchanged-right", "unchanged-wrong")
 PAIRED_TABLE_COLUMNS = ["task", "n", *FLIP_CLASSES]
 PRUNE_COLUMNS = [
     "round",
