@@ -233,6 +233,14 @@ def run_inprocess(
     return Run(out, res, suite, roles, logs=logs)
 
 
+def view_ids(run: Run) -> Any:
+    """The opaque ids the run's roles saw (its suite under its protocol seed), to map them back."""
+    from tsevo.evolve.views import ViewIds
+
+    seed = json.loads((run.path / "config.json").read_text())["protocol"]["seed"]
+    return ViewIds(run.suite, str(seed))
+
+
 @functools.cache
 def main_run() -> Run:
     """The shared three-round tiny run (in process, recording roles); round 1 is accepted."""

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tsevo.data import Question
+from tsevo.data import Question, QuestionView
 from tsevo.library.library import ScopedTool
 from tsevo.library.tool import Contract, Guidance, Matcher, ReadingRule, Scope, Tool
 from tsevo.roles.llm.client import LLMClient
@@ -38,6 +38,11 @@ from tsevo.roles.protocols import (
     WorkGroup,
 )
 from tsevo.testing import FakeOpenAIServer, Fault
+
+
+def _view(q: Question) -> QuestionView:
+    """What a role sees of ``q`` (an opaque id; no gold, metadata or source id)."""
+    return QuestionView.of(q, "v-" + q.fingerprint[:8])
 
 
 def _q(
@@ -301,7 +306,7 @@ def _dossier() -> Dossier:
         "no_tool",
         "trend",
         "trend questions",
-        tuple(Example(q, rec) for q in qs),
+        tuple(Example(_view(q), q.gold, rec) for q in qs),
         (),
         "",
         ("r0.old",),
@@ -435,7 +440,10 @@ GOOD = "def slope_tool():\n    y = ctx.primary()\n    r = P.trend(y)\n    if r i
 def test_synthesizer_feeds_gate_reasons_back_and_returns_a_tool(env_factory: Any) -> None:
     bad = "import os\n" + GOOD
     env = env_factory([_synth(bad), _synth(GOOD)])
-    ex = [Example(q, SimpleNamespace(final_answer=1, correct=False, tools_ok=())) for q in [_q()]]
+    ex = [
+        Example(_view(q), q.gold, SimpleNamespace(final_answer=1, correct=False, tools_ok=()))
+        for q in [_q()]
+    ]
     t = LLMSynthesizer(env.ctx).synthesize(_group(), 1, [], ex)
     assert isinstance(t, Tool) and t.source.startswith("def slope_tool")
     assert t.guidance.rule is not None and t.guidance.rule.margin == 0.05

@@ -399,3 +399,27 @@ def test_cli_budget_stop_exits_3_and_rerun_resumes(
         capsys.readouterr()
         assert main(argv) == 0
     assert "round 1" in capsys.readouterr().out
+
+
+def test_role_requests_name_no_source_id_and_define_no_task_or_subtask(
+    first_run: dict[str, Any], tiny: Any
+) -> None:
+    """Roles see opaque per-run ids; the define step sees no task label and no subtask either."""
+    head = BuiltinResponder([]).heads["define"]
+    prompts = ["\n".join(m["content"] for m in b["messages"]) for b in first_run["bodies"]]
+    ids = {q.id for q in tiny}
+    for p in prompts:
+        assert not any(i in p for i in ids), "a source id reached a prompt"
+    define = [p for p in prompts if head in p]
+    assert define, "no define request was recorded"
+    tasks = {q.task for q in tiny}
+    # subtasks that are not plain words of the questions' own text (e.g. "window_direction")
+    subtasks = {q.subtask for q in tiny if "_" in q.subtask}
+    assert subtasks
+    for p in define:
+        assert not any(t in p for t in tasks), "a task label reached the define step"
+        assert not any(s in p for s in subtasks), "a subtask reached the define step"
+        rest = p[p.index("Errors (JSON):") + len("Errors (JSON):") :].lstrip()
+        rows, _ = json.JSONDecoder().raw_decode(rest)
+        assert rows and all(set(r) <= {"id", "question", "options", "shape", "trace"} for r in rows)
+        assert all(r["id"].startswith("q") and r["id"] not in ids for r in rows)

@@ -195,27 +195,29 @@ def test_decision_logs_hold_no_test_ids_and_test_ids_only_in_test_arms(main: rf.
 
 
 def test_roles_see_train_rows_only_and_never_held_out_rows(main: rf.Run):
-    """Evolution roles see train rows only; the planner and synthesizer never see held-out rows."""
+    """Evolution roles see train rows only, under opaque ids; planners never see held-out rows."""
     train = {q.id for q in main.suite.train}
+    ids = rf.view_ids(main)
     triage = main.roles.triage
     planner = main.roles.local_planner
     synth = main.roles.synthesizer
     for d in triage.defines:
-        assert set(d["qids"]) <= train
+        assert not set(d["qids"]) & {q.id for q in main.suite}, "roles see opaque ids only"
+        assert {ids.real(q) for q in d["qids"]} <= train
         assert "task" not in d["fields"] and "gold" not in d["fields"]
-    assert all(set(a["qids"]) <= train for a in triage.assigns)
+    assert all({ids.real(q) for q in a["qids"]} <= train for a in triage.assigns)
     rounds = _rounds(main.path)
     for r in rounds:
         held = {q for s in _read(main.path, f"rounds/r{r}/splits.json") for q in s["held_out"]}
         seen = [d for d in planner.seen if d["round"] == r]
         assert seen, f"no planner call recorded for round {r}"
         for d in seen:
-            shown = set(d["support"]) | set(d["background"])
+            shown = {ids.real(q) for q in [*d["support"], *d["background"]]}
             assert shown <= train
             assert not shown & held, (
                 f"round {r}: held-out rows shown to the planner ({d['bucket']})"
             )
-        shown_synth = {q for k, q in synth.shown if k == r}
+        shown_synth = {ids.real(q) for k, q in synth.shown if k == r}
         assert shown_synth and shown_synth <= train and not shown_synth & held
     assert {d["round"] for d in planner.seen} == set(rounds)
 
@@ -223,6 +225,7 @@ def test_roles_see_train_rows_only_and_never_held_out_rows(main: rf.Run):
 # --------------------------------------------------------------------------- 2. protocol limits
 def test_clustering_limits_and_accounting(main: rf.Run):
     cfg = _cfg(main.path)
+    ids = rf.view_ids(main)
     triage = main.roles.triage
     di = ai = 0
     checked = 0
@@ -239,10 +242,12 @@ def test_clustering_limits_and_accounting(main: rf.Run):
             assert len(d["qids"]) <= min(150, cfg.define_sample)
             assert d["k"] <= cfg.max_categories <= 8
             assert 1 <= d["n_categories"] <= d["k"]
-            assert set(d["qids"]) <= errors
+            assert {ids.real(q) for q in d["qids"]} <= errors
         for a in assigns:
             assert 1 <= len(a["qids"]) <= cfg.assign_batch <= 32
-        assert {q for a in assigns for q in a["qids"]} == errors, "assign must cover every error"
+        assert {ids.real(q) for a in assigns for q in a["qids"]} == errors, (
+            "assign must cover every error"
+        )
         assert max(b["passes"].values()) <= cfg.assign_passes
         members = [q for bk in b["buckets"] for q in bk["members"]]
         assert len(members) == len(set(members))
@@ -636,7 +641,8 @@ def test_clustering_failure_marks_the_round_invalid_and_changes_nothing(
 
 
 class _FlakyAnswerer:
-    """The builtin answerer, failing (raising) on a fixed set of question ids."""
+    """The builtin answerer, failing (raising) on a fixed set of questions (by content: a role
+    never sees a question's own id)."""
 
     def __init__(self, inner: Any, fail: set[str]) -> None:
         self.inner = inner
@@ -644,7 +650,7 @@ class _FlakyAnswerer:
         self.fail = fail
 
     def answer(self, q: Any) -> Any:
-        if q.id in self.fail:
+        if q.fingerprint in self.fail:
             raise RuntimeError("answerer crashed")
         return self.inner.answer(q)
 
@@ -653,7 +659,8 @@ def test_invalid_gate_measurement_is_a_rollback_not_a_rejection(tmp_path: Path, 
     from tsevo.evolve.run import evolve
 
     val = sorted(q.id for q in small_suite.val)
-    fail = set(val[::10])  # 10 % of val questions never complete
+    failing = set(val[::10])  # 10 % of val questions never complete
+    fail = {small_suite[q].fingerprint for q in failing}
     assert len(fail) / len(val) > 0.02
     roles = RoleSet.builtin()
     roles.answerer = _FlakyAnswerer(roles.answerer, fail)  # type: ignore[assignment]
@@ -678,4 +685,4 @@ def test_invalid_gate_measurement_is_a_rollback_not_a_rejection(tmp_path: Path, 
     assert res.library.fingerprint() == Library().fingerprint()
     assert Library.load(run / "library").fingerprint() == Library().fingerprint()
     vp = pd.read_parquet(run / "rounds/r1/val_paired.parquet")
-    assert set(vp.qid[vp.flip.isna()]) == fail
+    assert set(vp.qid[vp.flip.isna()]) == failing

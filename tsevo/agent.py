@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, cast
 
-from tsevo.data import Question
+from tsevo.data import Question, QuestionView, opaque_id
 from tsevo.library.context import ToolInput
 from tsevo.library.library import Library, ScopedTool
 from tsevo.library.sandbox import Sandbox
@@ -293,6 +293,8 @@ class Agent:
         mode: ``residual`` (review; the protocol) or ``overwrite`` (ablation: any reading replaces).
         workers: Questions answered and reviewed concurrently (threads; useful for LLM roles, whose
             calls wait on the network). Tool evidence is batched per tool either way.
+        views: How the answering roles see a question (the run's opaque ids; default: a view
+            whose id is a hash of the question's content).
     """
 
     def __init__(
@@ -307,6 +309,7 @@ class Agent:
         base_cache: dict[str, BaseAnswer] | None = None,
         mode: str = "residual",
         workers: int = 1,
+        views: Callable[[Question], QuestionView] | None = None,
     ) -> None:
         self.library = library if library is not None else Library()
         self.answerer: Answerer = answerer if answerer is not None else GlobalSummaryAnswerer()
@@ -322,6 +325,7 @@ class Agent:
             raise ValueError(f"unknown mode {mode!r}")
         self.mode = mode
         self.workers = max(1, int(workers))
+        self.views = views if views is not None else _content_view
 
     @property
     def executor(self) -> ToolExecutor:
@@ -350,6 +354,7 @@ class Agent:
             base_cache=self.base_cache,
             mode=self.mode,
             workers=self.workers,
+            views=self.views,
         )
 
     # ------------------------------------------------------------------ answering
@@ -361,7 +366,7 @@ class Agent:
         key = f"{self.answerer.name}:{q.fingerprint}"
         hit = self.base_cache.get(key)
         if hit is None:
-            hit = self.answerer.answer(q)
+            hit = self.answerer.answer(self.views(q))
             self.base_cache[key] = hit
         return hit
 
@@ -496,7 +501,7 @@ class Agent:
                 )
                 continue
             try:
-                review = self.reviewer.review(q, incoming, evidence)
+                review = self.reviewer.review(self.views(q), incoming, evidence)
             except Exception as exc:  # a reviewer failure keeps the incoming answer
                 steps.append(
                     StageStep(
@@ -555,6 +560,10 @@ class Agent:
             "",
             (time.perf_counter() - t0) * 1000.0,
         )
+
+
+def _content_view(q: Question) -> QuestionView:
+    return QuestionView.of(q, opaque_id(q.fingerprint, ""))
 
 
 def records_by_id(records: Iterable[AnswerRecord]) -> dict[str, AnswerRecord]:

@@ -9,6 +9,10 @@ Event logs and answer-record logs are left out: they carry timestamps and elapse
 
 Compare two digest files with ``python -m tests.bench.digests --compare A.json B.json``: it prints
 every file whose digest differs and exits 1 when any does.
+
+``--source-ids`` runs the rounds with the roles seeing the questions' own ids instead of the run's
+opaque ids (a patch applied in the subprocess, never available in the package): with it, a run is
+comparable with one recorded before roles saw opaque ids, which isolates what the ids changed.
 """
 
 from __future__ import annotations
@@ -22,6 +26,14 @@ import time
 from pathlib import Path
 
 SKIP_NAMES = {"timings.json", "llm_accounting.json"}
+_PLAIN = "import sys; from tsevo.cli import main; sys.exit(main("
+_SOURCE_IDS = (
+    "import sys; import tsevo.evolve.views as v\n"
+    "def _init(self, questions, salt):\n"
+    "    self.salt = salt; self._to = {q.id: q.id for q in questions}; self._from = dict(self._to)\n"
+    "v.ViewIds.__init__ = _init\n"
+    "from tsevo.cli import main; sys.exit(main("
+)
 
 
 def _table_digest(path: Path) -> str:
@@ -57,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="6,11,23")
     ap.add_argument("--runs", default="runs/digests", help="folder for the run folders")
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"))
+    ap.add_argument("--source-ids", action="store_true", help="roles see source ids (see above)")
     args = ap.parse_args(argv)
     if args.compare:
         a, b = (json.loads(Path(p).read_text())["runs"] for p in args.compare)
@@ -79,8 +92,9 @@ def main(argv: list[str] | None = None) -> int:
             if run.exists():
                 subprocess.run(["rm", "-rf", str(run)], check=True)
             t0 = time.perf_counter()
-            cmd = [sys.executable, "-m", "tsevo", "evolve", "--suite", f"synthetic:{preset}"]
-            cmd += ["--seed", seed, "--out", str(run), "--quiet"]
+            cli = ["evolve", "--suite", f"synthetic:{preset}", "--seed", seed, "--out", str(run)]
+            cli += ["--quiet"]
+            cmd = [sys.executable, "-c", (_SOURCE_IDS if args.source_ids else _PLAIN) + repr(cli) + "))"]
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
             times[key] = round(time.perf_counter() - t0, 1)
             result[key] = run_digests(run)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tsevo.agent import AnswerRecord
@@ -29,6 +29,7 @@ from tsevo.data import Question
 from tsevo.roles.protocols import Category, ErrorItem, Triage
 
 from .config import ProtocolConfig
+from .views import ViewIds
 
 __all__ = ["Bucket", "ClusteringError", "ClusteringResult", "cluster_errors", "error_item"]
 
@@ -102,6 +103,15 @@ class ClusteringResult:
     invalid_replies: int = 0
     passes: dict[str, int] = field(default_factory=dict)
     splits: list[str] = field(default_factory=list)
+
+    def mapped(self, real: Callable[[str], str]) -> ClusteringResult:
+        """The same result with every question id mapped through ``real`` (member order kept)."""
+        return replace(
+            self,
+            buckets=[replace(b, members=tuple(map(real, b.members))) for b in self.buckets],
+            unassigned=sorted(map(real, self.unassigned)),
+            dropped_small=sorted(map(real, self.dropped_small)),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict."""
@@ -243,14 +253,24 @@ def _assign(
 
 
 def cluster_errors(
-    errors: Sequence[ErrorItem], triage: Triage, cfg: ProtocolConfig
+    errors: Sequence[ErrorItem],
+    triage: Triage,
+    cfg: ProtocolConfig,
+    *,
+    ids: ViewIds | None = None,
 ) -> ClusteringResult:
     """Cluster train errors into buckets under the protocol's limits.
 
+    With ``ids``, clustering runs on the errors' opaque ids: the triage role sees them, and the
+    engine orders, samples and batches by them too (so nothing depends on how a source names its
+    questions); buckets and the lists of dropped errors are mapped back to question ids at the end.
+
     Args:
-        errors: The errors (triage views).
+        errors: The errors (triage items under question ids).
         triage: The triage role.
         cfg: The protocol config.
+        ids: The run's opaque ids (``None``: the items' ids are used as given, for tests of the
+            clustering mechanics).
 
     Returns:
         A :class:`ClusteringResult`.
@@ -258,6 +278,12 @@ def cluster_errors(
     Raises:
         ClusteringError: when a define step fails after its retries (the round is invalid).
     """
+    if ids is not None:
+        return _cluster(ids.items(errors), triage, cfg).mapped(ids.real)
+    return _cluster(errors, triage, cfg)
+
+
+def _cluster(errors: Sequence[ErrorItem], triage: Triage, cfg: ProtocolConfig) -> ClusteringResult:
     res = ClusteringResult()
     for side in SIDES:
         items = sorted(

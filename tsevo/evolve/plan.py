@@ -30,7 +30,6 @@ from tsevo.library.tool import question_tokens
 from tsevo.roles.protocols import (
     ContractCard,
     Dossier,
-    Example,
     GlobalPlanner,
     LocalPlanner,
     WorkGroup,
@@ -38,6 +37,7 @@ from tsevo.roles.protocols import (
 
 from .cluster import Bucket
 from .config import ProtocolConfig
+from .views import ViewIds
 
 __all__ = ["BucketSplit", "build_dossier", "coordinate", "split_bucket", "validate_groups"]
 
@@ -68,9 +68,14 @@ class BucketSplit:
         return cls(d["bucket_id"], tuple(d["support"]), tuple(d["held_out"]))
 
 
-def split_bucket(bucket: Bucket, cfg: ProtocolConfig) -> BucketSplit:
-    """Deterministic support / held-out split of a bucket's members."""
-    order = sorted(bucket.members, key=lambda q: _h(cfg.seed, q))
+def split_bucket(bucket: Bucket, cfg: ProtocolConfig, ids: ViewIds | None = None) -> BucketSplit:
+    """Deterministic support / held-out split of a bucket's members.
+
+    Members are ordered by a seeded hash of their opaque ids (of the ids themselves without
+    ``ids``); the first ones are support rows, the next ones held out for the prefilter.
+    """
+    key = ids.opaque if ids is not None else str
+    order = sorted(bucket.members, key=lambda q: _h(cfg.seed, key(q)))
     n_support = min(cfg.planner_support, math.ceil(len(order) / 2))
     support = tuple(order[:n_support])
     held = tuple(order[n_support : n_support + cfg.prefilter_errors])
@@ -89,6 +94,7 @@ def build_dossier(
     cfg: ProtocolConfig,
     *,
     exclude: set[str],
+    ids: ViewIds,
     catalog: str = "",
     library_tools: Sequence[str] = (),
     library: Any = None,
@@ -102,11 +108,12 @@ def build_dossier(
         records: Current library's train records by id.
         cfg: Protocol config.
         exclude: Ids never shown (every bucket's held-out rows).
+        ids: The run's opaque ids (rows are shown as views, their gold beside them).
         catalog: Current library's scope catalog text.
         library_tools: Current library's tool ids.
         library: The current library (artifacts only).
     """
-    support = tuple(Example(train[q], records[q]) for q in split.support)
+    support = tuple(ids.example(train[q], records[q]) for q in split.support)
     tasks = {train[q].task for q in split.support}
     stoks = [question_tokens(train[q].question) for q in split.support]
     pool = [
@@ -121,10 +128,10 @@ def build_dossier(
         pool,
         key=lambda q: (
             -max((_similarity(question_tokens(q.question), t) for t in stoks), default=0.0),
-            _h(cfg.seed, q.id),
+            _h(cfg.seed, ids.opaque(q.id)),
         ),
     )
-    background = tuple(Example(q, records[q.id]) for q in scored[: cfg.planner_background])
+    background = tuple(ids.example(q, records[q.id]) for q in scored[: cfg.planner_background])
     return Dossier(
         bucket_id=bucket.id,
         side=bucket.side,

@@ -38,6 +38,7 @@ from .reconcile import reconcile_scopes
 from .result import RoundResult
 from .steps import RoundContext, Step, StepResult, run_steps
 from .synthesize import AttemptRecord, GroupOutcome, run_group
+from .views import ViewIds
 
 __all__ = ["ROUND_STEPS", "run_round"]
 
@@ -68,7 +69,7 @@ def cluster(ctx: RoundContext) -> StepResult:
     """Cluster the errors; a failed define invalidates the round (rollback, not a verdict)."""
     items = [error_item(ctx.tq[q], ctx.base[q]) for q in ctx.errors]
     try:
-        clustering = cluster_errors(items, ctx.roles.triage, ctx.cfg)
+        clustering = cluster_errors(items, ctx.roles.triage, ctx.cfg, ids=ctx.ids)
     except ClusteringError as exc:
         ctx.write_json("clustering_error", {"error": str(exc)})
         return StepResult(stop=ctx.result("invalid", f"clustering failed: {exc}"))
@@ -97,7 +98,7 @@ def _clustered(ctx: RoundContext, clustering: ClusteringResult) -> StepResult:
 def plan(ctx: RoundContext) -> StepResult:
     """Split each bucket, build dossiers, plan every bucket, coordinate the plans."""
     assert ctx.clustering is not None
-    ctx.splits = {b.id: split_bucket(b, ctx.cfg) for b in ctx.clustering.buckets}
+    ctx.splits = {b.id: split_bucket(b, ctx.cfg, ctx.ids) for b in ctx.clustering.buckets}
     _build_dossiers(ctx)
     prepare = getattr(ctx.roles.local_planner, "prepare", None)
     if callable(prepare):
@@ -136,6 +137,7 @@ def _build_dossiers(ctx: RoundContext) -> None:
             ctx.base,
             ctx.cfg,
             exclude=exclude,
+            ids=ctx.ids,
             catalog=catalog,
             library_tools=tool_ids,
             library=ctx.library,
@@ -189,6 +191,7 @@ def synthesize(ctx: RoundContext) -> StepResult:
             evaluator=ctx.evaluator,
             cfg=ctx.cfg,
             exclude=exclude,
+            ids=ctx.ids,
             split_guard=guard,
             on_candidate=save_candidate,
         )
@@ -417,6 +420,7 @@ def run_round(
     evaluator: Evaluator,
     sandbox: Any,
     store: Any = None,
+    ids: ViewIds | None = None,
     log: Callable[[str], None] = lambda s: None,
     plan_workers: int | None = None,
     steps: Sequence[Step] = ROUND_STEPS,
@@ -425,8 +429,11 @@ def run_round(
 
     Each round draws its own samples (define sample, bucket splits, probes): a round that follows a
     rejected one sees the same errors and must not replay the same draw, so the protocol seed is
-    offset by the round number.
+    offset by the round number. Roles see train rows under the run's opaque ids (``ids``; by
+    default assigned from the train and val questions with the protocol seed as the salt).
     """
+    if ids is None:
+        ids = ViewIds([*train, *val], str(cfg.seed))
     ctx = RoundContext(
         r,
         library,
@@ -439,5 +446,6 @@ def run_round(
         store,
         log,
         plan_workers if plan_workers is not None else min(4, os.cpu_count() or 1),
+        ids,
     )
     return run_steps(ctx, steps)

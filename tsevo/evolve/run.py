@@ -20,6 +20,7 @@ from .evaluate import Evaluator, outcomes, paired_frame, task_table
 from .gate import paired_counts
 from .result import EvolutionResult, RoundResult
 from .round import run_round
+from .views import ViewIds
 
 __all__ = ["evolve", "report_test"]
 
@@ -199,6 +200,7 @@ def _rounds(
     progress: _Progress,
 ) -> EvolutionResult:
     train, val, test = suite.train, suite.val, suite.test
+    ids = ViewIds(suite, str(cfg.seed))  # roles see every question under these opaque ids
     root = make_root(cfg.root)
     agent = Agent(
         root,
@@ -207,6 +209,7 @@ def _rounds(
         executor=sb,
         max_tools=cfg.max_tools_per_question,
         workers=roles.workers,
+        views=ids.view,
     )
     decide = Evaluator(agent, store, forbidden=[q.id for q in test], progress=progress)
     reporter = Evaluator(agent, store, progress=progress)

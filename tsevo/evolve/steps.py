@@ -33,6 +33,7 @@ from .plan import BucketSplit
 from .prune import PruneRecord
 from .result import Funnel, RoundResult
 from .synthesize import GroupOutcome
+from .views import ViewIds
 
 __all__ = ["RoundContext", "Step", "StepResult", "run_steps"]
 
@@ -41,8 +42,9 @@ __all__ = ["RoundContext", "Step", "StepResult", "run_steps"]
 class RoundContext:
     """Everything a round's steps share: inputs, services, and what earlier steps produced.
 
-    Inputs and services are set when the round starts; the ``# produced`` fields are filled by the
-    steps in order (a step reads only what earlier steps produced).
+    Inputs and services are set when the round starts (``ids``: the run's opaque ids, through
+    which roles see questions); the ``# produced`` fields are filled by the steps in order (a step
+    reads only what earlier steps produced).
     """
 
     r: int
@@ -56,6 +58,7 @@ class RoundContext:
     store: RunStore | None
     log: Callable[[str], None]
     plan_workers: int
+    ids: ViewIds
     tq: dict[str, Question] = field(default_factory=dict)
     funnel: Funnel = field(default_factory=Funnel)
     arms: dict[str, str] = field(default_factory=dict)

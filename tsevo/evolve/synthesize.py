@@ -47,6 +47,7 @@ from tsevo.roles.protocols import (
 
 from .config import ProtocolConfig
 from .evaluate import Evaluator
+from .views import ViewIds
 
 __all__ = ["AttemptRecord", "GroupOutcome", "check_draft", "run_group", "smoke_inputs"]
 
@@ -358,13 +359,18 @@ def run_group(
     evaluator: Evaluator,
     cfg: ProtocolConfig,
     exclude: set[str],
+    ids: ViewIds,
     split_guard: Callable[[str], str] | None = None,
     on_candidate: Callable[[Tool, AttemptRecord], None] | None = None,
 ) -> GroupOutcome:
-    """Synthesize, check, calibrate and prefilter up to ``max_synthesis_attempts`` drafts for one group."""
+    """Synthesize, check, calibrate and prefilter up to ``max_synthesis_attempts`` drafts for one group.
+
+    The synthesizer sees the group's support rows as views (``ids``); the engine's checks and
+    calibration run on the questions behind them.
+    """
     out = GroupOutcome(group.id)
     support = [e for b in group.bucket_ids for e in dossiers[b].support]
-    support_qs = [e.question for e in support]
+    support_qs = [train[ids.real(e.question.id)] for e in support]
     examples: list[Example] = support
     held_ids = interleave([held_out.get(b, ()) for b in group.bucket_ids], cfg.prefilter_errors)
     held_qs = [train[q] for q in held_ids]
@@ -430,7 +436,7 @@ def run_group(
                 on_candidate(draft, rec)
             continue
         rec.checked = True
-        probe = _probe(draft, train, base, exclude, support_qs, cfg)
+        probe = _probe(draft, train, base, exclude, support_qs, cfg, ids)
         prefilter(draft, round_, library, held_qs, probe, base, evaluator, cfg, rec)
         out.attempts.append(rec)
         if on_candidate is not None:
@@ -479,6 +485,7 @@ def _probe(
     exclude: set[str],
     support: Sequence[Question],
     cfg: ProtocolConfig,
+    ids: ViewIds,
 ) -> list[Question]:
     sup = {q.id for q in support}
     pool = [
@@ -489,5 +496,5 @@ def _probe(
         and base[q.id].correct
         and scope_matches(draft.scope, q)
     ]
-    pool.sort(key=lambda q: _h(cfg.seed, q.id))
+    pool.sort(key=lambda q: _h(cfg.seed, ids.opaque(q.id)))
     return pool[: cfg.prefilter_harm_probe]

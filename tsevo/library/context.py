@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from tsevo.data import Question
+    from tsevo.data import Question, QuestionView
 
 __all__ = ["ToolInput", "extract_numbers", "mentions"]
 
@@ -65,7 +65,7 @@ class ToolInput:
     candidates: tuple[str, ...] = ()
 
     @classmethod
-    def from_question(cls, q: Question) -> ToolInput:
+    def from_question(cls, q: Question | QuestionView) -> ToolInput:
         """Build the tool view of a question."""
         text = q.question if not q.context else f"{q.question}\n{q.context}"
         return cls(

@@ -31,7 +31,7 @@ from tsevo.hashing import canonical_json
 from .tool import Guidance, Scope, Tool, options_kind, question_tokens
 
 if TYPE_CHECKING:
-    from tsevo.data import Question
+    from tsevo.data import Question, QuestionView
 
 __all__ = ["Library", "ScopedTool", "Stage", "scope_matches"]
 
@@ -109,7 +109,7 @@ class ScopedTool:
     amended_by: tuple[str, ...] = ()
 
 
-def _arity_ok(scope: Scope, q: Question) -> bool:
+def _arity_ok(scope: Scope, q: Question | QuestionView) -> bool:
     a = scope.arity
     if a == "any":
         return True
@@ -124,7 +124,7 @@ def _arity_ok(scope: Scope, q: Question) -> bool:
     return False
 
 
-def scope_matches(scope: Scope, q: Question, tokens: frozenset[str] | None = None) -> bool:
+def scope_matches(scope: Scope, q: Question | QuestionView, tokens: frozenset[str] | None = None) -> bool:
     """True when a question falls in a scope (task, arity, option shape, matcher) and not its anti-scope."""
     if scope.tasks and q.task not in scope.tasks:
         return False

@@ -1,12 +1,15 @@
 """The roles of a round as small protocols, the role set, and their two backends.
 
 * :mod:`tsevo.roles.protocols`: what each role is given and returns (answerer, reviewer, triage,
-  local and global planner, synthesizer) and the records they exchange.
+  local and global planner, synthesizer) and the records they exchange. Roles see
+  :class:`QuestionView` objects under opaque per-run ids, never the question records.
 * :class:`RoleSet`: one implementation per role; :meth:`RoleSet.builtin` (offline, deterministic)
   and :meth:`RoleSet.llm` (any OpenAI-compatible endpoint), mixable per role.
 * :class:`Callback` and :class:`RunStopped`: what a backend contributes to a run, and how a role
   stops one cleanly. The roles never import the engine.
 """
+
+from tsevo.data import QuestionView
 
 from .callbacks import Callback, RunStopped
 from .protocols import (
@@ -43,6 +46,7 @@ __all__ = [
     "Example",
     "GlobalPlanner",
     "LocalPlanner",
+    "QuestionView",
     "Review",
     "Reviewer",
     "RoleSet",

@@ -1,23 +1,45 @@
-"""The answering roles as small protocols.
+"""Every role of a round as a small protocol, and the records roles exchange with the engine.
 
 Error policy: a role never raises for one bad question. A base answerer always returns an option;
 a reviewer returns ``no_decision`` when it cannot decide, which keeps the incoming answer.
 
-What a role may see: answering roles see only the question at hand, its series, the tool evidence
-and the library's guidance — never gold, metadata, other questions or validation/test content.
+What a role may see (enforced by types): roles receive :class:`~tsevo.data.QuestionView` objects
+under opaque per-run ids — never a :class:`~tsevo.data.Question` with its gold, metadata, subtask or
+source id. Answering roles (answerer, reviewer) see only the question at hand, the tool evidence
+and the library's guidance. Evolution roles (triage, planners, synthesizer) see train rows only,
+with the gold of a row passed explicitly beside its view (:class:`Example`); the engine maps every
+id they return back to the question.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from tsevo.data import Question
-    from tsevo.library.library import ScopedTool
+from tsevo.data import QuestionView
+from tsevo.library.library import ScopedTool
+from tsevo.library.tool import Contract, Scope
 
-__all__ = ["Answerer", "BaseAnswer", "Decision", "Evidence", "Review", "Reviewer"]
+__all__ = [
+    "Answerer",
+    "AttemptFeedback",
+    "BaseAnswer",
+    "Category",
+    "ContractCard",
+    "Decision",
+    "Dossier",
+    "ErrorItem",
+    "Evidence",
+    "Example",
+    "GlobalPlanner",
+    "LocalPlanner",
+    "Review",
+    "Reviewer",
+    "Synthesizer",
+    "Triage",
+    "WorkGroup",
+]
 
 Decision = Literal["replace", "keep", "no_decision"]
 
@@ -75,7 +97,7 @@ class Answerer(Protocol):
 
     name: str
 
-    def answer(self, q: Question) -> BaseAnswer:
+    def answer(self, q: QuestionView) -> BaseAnswer:
         """Return the base answer."""
         ...
 
@@ -86,7 +108,7 @@ class Reviewer(Protocol):
 
     name: str
 
-    def review(self, q: Question, incoming: int, evidence: Sequence[Evidence]) -> Review:
+    def review(self, q: QuestionView, incoming: int, evidence: Sequence[Evidence]) -> Review:
         """Return keep / replace / no_decision."""
         ...
 
@@ -97,7 +119,7 @@ class ErrorItem:
     """One train error as the triage role sees it: no task, no gold, no metadata.
 
     Attributes:
-        qid: Question id.
+        qid: The question's opaque per-run id.
         text: Question text (and context).
         options: Option texts.
         n_primary: Number of primary series.
@@ -169,14 +191,19 @@ class Triage(Protocol):
 
 @dataclass(frozen=True)
 class Example:
-    """A train row shown to planners and synthesizers: the question, its gold and its trace.
+    """A train row shown to planners and synthesizers: the question's view, its gold and its trace.
+
+    Evolution roles see train rows only, and their gold is passed explicitly beside the view (a
+    view never carries gold).
 
     Attributes:
-        question: The question (train split only).
-        record: The current library's answer record for it.
+        question: The view of the question (train split only).
+        gold: Index of the correct option (``None`` when unlabeled).
+        record: The current library's answer record for it, under the view's opaque id.
     """
 
-    question: Question
+    question: QuestionView
+    gold: int | None
     record: Any
 
 
@@ -274,8 +301,6 @@ class ContractCard:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ContractCard:
         """Inverse of :meth:`to_dict`."""
-        from tsevo.library.tool import Contract, Scope
-
         return cls(
             bucket_id=d["bucket_id"],
             action=d["action"],
@@ -334,8 +359,6 @@ class WorkGroup:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WorkGroup:
         """Inverse of :meth:`to_dict`."""
-        from tsevo.library.tool import Contract, Scope
-
         return cls(
             d["id"],
             tuple(ContractCard.from_dict(c) for c in d["cards"]),

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from tsevo.data import Question
+from tsevo.data import Question, QuestionView
+from tsevo.evolve.views import ViewIds
 from tsevo.library.library import ScopedTool
 from tsevo.library.tool import Contract, Guidance, ReadingRule, Tool
 from tsevo.roles.builtin import (
@@ -100,12 +101,14 @@ class BuiltinResponder:
         roles: The builtin roles to delegate to (a fresh builtin set by default; any object with
             the builtin roles' attributes ``answerer``, ``reviewer``, ``triage``,
             ``local_planner``, ``global_planner``, ``synthesizer``).
+        seed: The protocol seed of the run it serves: prompts name questions by the run's opaque
+            ids (:class:`tsevo.evolve.views.ViewIds` with this seed as the salt), never by source id.
 
     Attributes:
         counts: Requests answered per kind (retries included).
     """
 
-    def __init__(self, questions: Iterable[Question], roles: Any = None) -> None:
+    def __init__(self, questions: Iterable[Question], roles: Any = None, *, seed: int = 0) -> None:
         if roles is None:
             roles = SimpleNamespace(
                 answerer=GlobalSummaryAnswerer(),
@@ -116,11 +119,16 @@ class BuiltinResponder:
                 synthesizer=TemplateSynthesizer(),
             )
         self.roles = roles
+        qs = list(questions)
+        ids = ViewIds(qs, str(seed))
         self.by_id: dict[str, Question] = {}
-        self.by_render: dict[str, Question] = {}
-        for q in questions:
-            self.by_id[q.id] = q
-            self.by_render[_question_key(render_question(q, max_points=1))] = q
+        self.views: dict[str, QuestionView] = {}
+        self.by_render: dict[str, QuestionView] = {}
+        for q in qs:
+            v = ids.view(q)
+            self.by_id[v.id] = q
+            self.views[v.id] = v
+            self.by_render[_question_key(render_question(v, max_points=1))] = v
         self.heads = {k: _head(a) for k, a in KINDS.items()}
         self.state = _Stored({}, {}, {})
         self.counts: Counter[str] = Counter()
@@ -171,7 +179,7 @@ class BuiltinResponder:
         return fault(reply) if fault is not None else reply
 
     # ------------------------------------------------------------------ answering roles
-    def _question(self, prompt: str) -> Question:
+    def _question(self, prompt: str) -> QuestionView:
         start = prompt.index("Question: ")
         end = prompt.find("\n\n", start)
         block = prompt[start : end if end >= 0 else len(prompt)]
@@ -218,7 +226,7 @@ class BuiltinResponder:
     def _error_items(self, rows: list[dict[str, Any]]) -> list[ErrorItem]:
         out = []
         for r in rows:
-            q = self.by_id[r["id"]]
+            q = self.views[r["id"]]
             tr = r.get("trace", {})
             out.append(
                 ErrorItem(
@@ -270,7 +278,7 @@ class BuiltinResponder:
                 correct=bool(r.get("agent_correct")),
                 tools_ok=tuple(r.get("tools_fired") or ()),
             )
-            out.append(Example(q, rec))
+            out.append(Example(self.views[r["id"]], q.gold, rec))
         return tuple(out)
 
     def _plan(self, prompt: str) -> dict[str, Any]:

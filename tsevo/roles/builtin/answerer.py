@@ -11,14 +11,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..protocols import BaseAnswer
+from tsevo.data import QuestionView
 
-if TYPE_CHECKING:
-    from tsevo.data import Question
+from ..protocols import BaseAnswer
 
 __all__ = ["GlobalSummaryAnswerer", "SeriesSummary", "series_summary"]
 
@@ -152,7 +150,7 @@ class GlobalSummaryAnswerer:
 
     name = "builtin-global-summary"
 
-    def answer(self, q: Question) -> BaseAnswer:
+    def answer(self, q: QuestionView) -> BaseAnswer:
         """Return the base answer for one question."""
         sums = {k: series_summary(v) for k, v in q.series.items()}
         ref = sums[q.primary[0]]

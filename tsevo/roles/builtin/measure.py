@@ -32,14 +32,12 @@ import inspect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from tsevo.data import QuestionView
 from tsevo.library.context import extract_numbers, mentions
-
-if TYPE_CHECKING:
-    from tsevo.data import Question
 
 __all__ = ["MODES", "Spec", "SpecCache", "spec_source", "spec_values"]
 
@@ -114,7 +112,7 @@ def _scalars(res: Any, outputs: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
-def _mentioned_covariate(q: Question) -> str | None:
+def _mentioned_covariate(q: QuestionView) -> str | None:
     text = q.question if not q.context else f"{q.question}\n{q.context}"
     for c in q.covariates:
         if mentions(text, c):
@@ -122,7 +120,7 @@ def _mentioned_covariate(q: Question) -> str | None:
     return None
 
 
-def _window_args(spec: Spec, q: Question, n: int) -> dict[str, int] | None:
+def _window_args(spec: Spec, q: QuestionView, n: int) -> dict[str, int] | None:
     names = _WINDOW_ARGS[spec.mode]
     nums = extract_numbers(q.question)
     if len(nums) < len(names):
@@ -155,7 +153,7 @@ def number_is_float(primitive: str, param: str) -> bool:
     return "float" in ann and "int" not in ann
 
 
-def _bind_numbers(spec: Spec, q: Question) -> dict[str, Any] | None:
+def _bind_numbers(spec: Spec, q: QuestionView) -> dict[str, Any] | None:
     """Parameters with values ``"#i"`` take the question's i-th number (see :func:`number_is_float`)."""
     nums = extract_numbers(q.question)
     out: dict[str, Any] = {}
@@ -178,7 +176,7 @@ def _bind_numbers(spec: Spec, q: Question) -> dict[str, Any] | None:
     return out
 
 
-def spec_values(spec: Spec, q: Question) -> dict[str, float] | None:
+def spec_values(spec: Spec, q: QuestionView) -> dict[str, float] | None:
     """Compute a spec's scalar values on one question (``None`` when it does not apply or abstains)."""
     from tsevo.library.primitives import CATALOG
 
@@ -244,7 +242,7 @@ class SpecCache:
     def __init__(self) -> None:
         self.data: dict[tuple[Spec, str], dict[str, float] | None] = {}
 
-    def get(self, spec: Spec, q: Question) -> dict[str, float] | None:
+    def get(self, spec: Spec, q: QuestionView) -> dict[str, float] | None:
         """Cached :func:`spec_values`."""
         key = (spec, q.fingerprint)
         if key not in self.data:

@@ -20,20 +20,18 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import replace as _replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from tsevo.data import QuestionView
 from tsevo.library.context import extract_numbers
+from tsevo.library.primitives import PrimitiveSpec
 from tsevo.library.tool import Contract, Matcher, Scope, options_kind, question_tokens
 
 from ..protocols import ContractCard, Dossier, Example
 from .measure import Spec, SpecCache
 from .rules import Row, cross_validate, fit_rule, separation, train_accuracy, tune_margin
-
-if TYPE_CHECKING:
-    from tsevo.data import Question
-    from tsevo.library.primitives import PrimitiveSpec
 
 __all__ = ["MeasurementPlanner", "RankedMeasurement", "fit_matcher"]
 
@@ -140,7 +138,7 @@ def enumerate_specs(modes: Sequence[str]) -> list[Spec]:
     return out
 
 
-def fit_matcher(questions: Sequence[Question], min_df: float = 0.6) -> Matcher:
+def fit_matcher(questions: Sequence[QuestionView], min_df: float = 0.6) -> Matcher:
     """A matcher from the words a bucket's questions share (numbers masked).
 
     Terms are tokens present in at least ``min_df`` of the questions, weighted by that fraction; the
@@ -159,7 +157,7 @@ def fit_matcher(questions: Sequence[Question], min_df: float = 0.6) -> Matcher:
     return Matcher(terms, round(max(0.0, min(thr, 0.95) - 1e-6), 6))
 
 
-def kind_keys(questions: Sequence[Question]) -> dict[str, tuple[str, str]]:
+def kind_keys(questions: Sequence[QuestionView]) -> dict[str, tuple[str, str]]:
     """Question kind per id: task plus option shape.
 
     Label questions of one task whose option texts overlap (transitively) share a kind, so each kind
@@ -190,14 +188,14 @@ def kind_keys(questions: Sequence[Question]) -> dict[str, tuple[str, str]]:
 
 
 def _compute(
-    pairs: Sequence[tuple[Spec, Question]],
+    pairs: Sequence[tuple[Spec, QuestionView]],
 ) -> list[tuple[tuple[Spec, str], dict[str, float] | None]]:
     from .measure import spec_values
 
     return [((spec, q.fingerprint), spec_values(spec, q)) for spec, q in pairs]
 
 
-def _words_ok(q: Question, require: Sequence[str], forbid: Sequence[str]) -> bool:
+def _words_ok(q: QuestionView, require: Sequence[str], forbid: Sequence[str]) -> bool:
     toks = question_tokens(q.question)
     return all(w in toks for w in require) and not any(w in toks for w in forbid)
 
@@ -214,7 +212,7 @@ def _with_words(m: Matcher, require: Sequence[str], forbid: Sequence[str]) -> Ma
     )
 
 
-def _rows_kind(qs: Sequence[Question]) -> tuple[str, str]:
+def _rows_kind(qs: Sequence[QuestionView]) -> tuple[str, str]:
     kinds = Counter(options_kind(q.options, q.candidates) for q in qs)
     okind = kinds.most_common(1)[0][0]
     if all(q.candidates for q in qs):
@@ -228,7 +226,7 @@ def _rows_kind(qs: Sequence[Question]) -> tuple[str, str]:
     return okind, arity
 
 
-def _modes(arity: str, qs: Sequence[Question]) -> list[str]:
+def _modes(arity: str, qs: Sequence[QuestionView]) -> list[str]:
     if arity == "candidates":
         return ["cand", "cand_diff"]
     if arity == "dual":
@@ -281,11 +279,11 @@ class MeasurementPlanner:
         primitive computations, the bulk of its time, are spread over forked workers. Returns the
         number of (measurement, question) pairs computed.
         """
-        qs: dict[str, Question] = {}
+        qs: dict[str, QuestionView] = {}
         for d in dossiers:
             for e in (*d.support, *d.background):
                 qs.setdefault(e.question.id, e.question)
-        todo: list[tuple[Spec, Question]] = []
+        todo: list[tuple[Spec, QuestionView]] = []
         for q in qs.values():
             _, arity = _rows_kind([q])
             for spec in enumerate_specs(_modes(arity, [q])):
@@ -315,7 +313,9 @@ class MeasurementPlanner:
         self, examples: Sequence[Example], exclude: Sequence[str] = ()
     ) -> tuple[str, str, list[RankedMeasurement]]:
         """Rank measurements on the examples; returns (option kind, arity, ranking)."""
-        qs = [e.question for e in examples if e.question.gold is not None]
+        labeled = [e for e in examples if e.gold is not None]
+        qs = [e.question for e in labeled]
+        gold = {e.question.id: int(e.gold) for e in labeled if e.gold is not None}
         current = {
             e.question.id: e.record.final_answer
             for e in examples
@@ -341,7 +341,7 @@ class MeasurementPlanner:
             else:
                 keys = sorted({k for v in present for k in v})
             rows = [
-                Row(q.id, v, q.options, q.candidates, q.gold or 0, current.get(q.id), q.question)
+                Row(q.id, v, q.options, q.candidates, gold[q.id], current.get(q.id), q.question)
                 for q, v in zip(qs, vals, strict=True)
             ]
             for key in keys:
@@ -426,9 +426,9 @@ class MeasurementPlanner:
             for e in examples:
                 q = e.question
                 vs = [self.cache.get(f.spec, q) or {} for f in feats]
-                if q.gold is not None and all(f.key in v for f, v in zip(feats, vs, strict=True)):
+                if e.gold is not None and all(f.key in v for f, v in zip(feats, vs, strict=True)):
                     X.append([v[f.key] for f, v in zip(feats, vs, strict=True)])
-                    y.append(q.options[q.gold].strip().lower())
+                    y.append(q.options[e.gold].strip().lower())
             if len(X) < 10 or len(set(y)) < 2:
                 continue
             folds = min(5, min(Counter(y).values()))
@@ -501,7 +501,7 @@ class MeasurementPlanner:
         rows = []
         for e in examples:
             q = e.question
-            if q.gold is None:
+            if e.gold is None:
                 continue
             rows.append(
                 Row(
@@ -509,7 +509,7 @@ class MeasurementPlanner:
                     self.cache.get(r.spec, q),
                     q.options,
                     q.candidates,
-                    q.gold,
+                    e.gold,
                     None,
                     q.question,
                 )
@@ -554,7 +554,7 @@ class MeasurementPlanner:
                 ),
                 None,
             )
-            if outs is None or q.gold is None:
+            if outs is None or e.gold is None:
                 continue
             rows.append(
                 Row(
@@ -562,7 +562,7 @@ class MeasurementPlanner:
                     {k: float(v) for k, v in outs.items()},
                     q.options,
                     q.candidates,
-                    q.gold,
+                    e.gold,
                     e.record.final_answer,
                     q.question,
                 )

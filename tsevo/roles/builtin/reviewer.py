@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from tsevo.data import QuestionView
 from tsevo.library.reading import apply_rule
 
 from ..protocols import Evidence, Review
-
-if TYPE_CHECKING:
-    from tsevo.data import Question
 
 __all__ = ["RuleReviewer"]
 
@@ -26,7 +23,7 @@ class RuleReviewer:
 
     name = "builtin-rule-reviewer"
 
-    def review(self, q: Question, incoming: int, evidence: Sequence[Evidence]) -> Review:
+    def review(self, q: QuestionView, incoming: int, evidence: Sequence[Evidence]) -> Review:
         """Return keep / replace / no_decision for one stage."""
         readings = []
         for ev in evidence:

@@ -44,7 +44,7 @@ class Row:
     """One fit row: measured values, the question's options and candidates, and its gold index.
 
     Attributes:
-        qid: Question id (folds are assigned by a hash of it).
+        qid: The question's opaque id (folds are assigned by a hash of it).
         values: Measured values (a dict of keys) or ``None`` when the measurement abstained.
         options: Option texts.
         candidates: Candidate series names.

@@ -25,7 +25,7 @@ import numpy as np
 from .config import LLMError
 
 if TYPE_CHECKING:
-    from tsevo.data import Question
+    from tsevo.data import Question, QuestionView
 
 __all__ = [
     "PromptTooLong",
@@ -148,7 +148,7 @@ def option_letter(i: int) -> str:
     return chr(ord("A") + i)
 
 
-def render_question(q: Question, *, max_points: int = 256, sig: int = 4) -> str:
+def render_question(q: Question | QuestionView, *, max_points: int = 256, sig: int = 4) -> str:
     """Render what an answering role may see of a question.
 
     Shows the question text, its context, each series with its role and the lettered options.

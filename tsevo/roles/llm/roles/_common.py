@@ -24,9 +24,11 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import pydantic
+
+from tsevo.data import QuestionView
 
 from ...callbacks import RunStopped
 from ..accounting import BudgetExhausted
@@ -35,9 +37,6 @@ from ..client import LLMCallError, LLMClient
 from ..jsoncall import JsonCallMeta, json_call
 from ..prompts import load_prompt
 from ..render import PromptTooLong, check_budget, format_number, option_letter
-
-if TYPE_CHECKING:
-    from tsevo.data import Question
 
 __all__ = [
     "LLMRunStopped",
@@ -98,7 +97,7 @@ def fmt_outputs(outputs: Mapping[str, Any] | None, sig: int = 4) -> dict[str, An
     return out
 
 
-def question_series_brief(q: Question) -> list[str]:
+def question_series_brief(q: QuestionView) -> list[str]:
     """One summary line per series of a question (no values): what evolution prompts show."""
     from ..render import render_series
 

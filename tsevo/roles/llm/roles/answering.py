@@ -11,19 +11,18 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pydantic
+
+from tsevo.data import QuestionView
+from tsevo.library.library import Library
+from tsevo.library.tool import Tool
 
 from ...protocols import BaseAnswer, Evidence, Review
 from ..jsoncall import InvalidReply
 from ..render import PromptTooLong, render_question
 from ._common import RoleContext, fmt_outputs, letters, option_index, render_rows
-
-if TYPE_CHECKING:
-    from tsevo.data import Question
-    from tsevo.library.library import Library
-    from tsevo.library.tool import Tool
 
 __all__ = [
     "AnswerReply",
@@ -86,7 +85,7 @@ def review_model(n_options: int) -> type[ReviewReply]:
     return model
 
 
-def _render_fitting(ctx: RoleContext, role: str, q: Question, build: Any) -> str:
+def _render_fitting(ctx: RoleContext, role: str, q: QuestionView, build: Any) -> str:
     """Render a prompt around the question, with fewer points per series until it fits."""
     points = ctx.max_points
     while True:
@@ -116,13 +115,13 @@ class LLMAnswerer:
         self.on_invalid = on_invalid
         self.name = f"llm-answerer:{ctx.model(self.role)}"
 
-    def prompt(self, q: Question) -> str:
+    def prompt(self, q: QuestionView) -> str:
         """The prompt for one question (fitted to the per-prompt token budget)."""
         return _render_fitting(
             self.ctx, self.role, q, lambda rq: self.ctx.render("answerer", question=rq)
         )
 
-    def answer(self, q: Question) -> BaseAnswer:
+    def answer(self, q: QuestionView) -> BaseAnswer:
         """Return the base answer for one question.
 
         Raises:
@@ -178,7 +177,7 @@ class LLMReviewer:
         """A reviewer bound to ``library``'s prompt patches (same context and accounting)."""
         return LLMReviewer(self.ctx, library.prompt_patches())
 
-    def _patches_for(self, q: Question) -> list[_Patch]:
+    def _patches_for(self, q: QuestionView) -> list[_Patch]:
         from tsevo.library.library import scope_matches
 
         out = []
@@ -188,7 +187,7 @@ class LLMReviewer:
                 out.append(_Patch(t.id, text))
         return out
 
-    def prompt(self, q: Question, incoming: int, evidence: Sequence[Evidence]) -> str:
+    def prompt(self, q: QuestionView, incoming: int, evidence: Sequence[Evidence]) -> str:
         """The prompt for one review (fitted to the per-prompt token budget)."""
         rows = []
         for ev in evidence:
@@ -225,7 +224,7 @@ class LLMReviewer:
             ),
         )
 
-    def review(self, q: Question, incoming: int, evidence: Sequence[Evidence]) -> Review:
+    def review(self, q: QuestionView, incoming: int, evidence: Sequence[Evidence]) -> Review:
         """Return keep / replace / no_decision for one stage.
 
         Raises:

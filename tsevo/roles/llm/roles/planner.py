@@ -17,19 +17,17 @@ forbidden words); the engine then checks the groups mechanically (:func:`tsevo.e
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pydantic
 
+from tsevo.data import QuestionView
 from tsevo.library.tool import Contract, Matcher, Scope, options_kind, question_tokens
 
 from ...protocols import ContractCard, Dossier, Example, WorkGroup
 from ..render import option_letter
 from ._common import RoleContext, question_series_brief, render_rows, trim_to_budget
 from .catalog import render_primitives
-
-if TYPE_CHECKING:
-    from tsevo.data import Question
 
 __all__ = [
     "CardReply",
@@ -103,7 +101,7 @@ def dossier_row(e: Example, *, series: bool = True) -> dict[str, Any]:
         "task": q.task,
         "question": _clip(q.question if not q.context else f"{q.question} {q.context}"),
         "options": [f"{option_letter(i)}) {o}" for i, o in enumerate(q.options)],
-        "correct": option_letter(q.gold) if q.gold is not None else None,
+        "correct": option_letter(e.gold) if e.gold is not None else None,
         "agent_answer": option_letter(final) if isinstance(final, int) else None,
         "agent_correct": bool(getattr(rec, "correct", False)),
         "tools_fired": list(getattr(rec, "tools_ok", ()) or ()),
@@ -114,7 +112,7 @@ def dossier_row(e: Example, *, series: bool = True) -> dict[str, Any]:
 
 
 def _build_matcher(
-    terms: Sequence[str], forbid: Sequence[str], support: Sequence[Question]
+    terms: Sequence[str], forbid: Sequence[str], support: Sequence[QuestionView]
 ) -> Matcher:
     toks = [question_tokens(q.question) for q in support]
     words = sorted({t for term in terms for t in question_tokens(term)})
