@@ -94,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             cli = ["evolve", "--suite", f"synthetic:{preset}", "--seed", seed, "--out", str(run)]
             cli += ["--quiet"]
-            cmd = [sys.executable, "-c", (_SOURCE_IDS if args.source_ids else _PLAIN) + repr(cli) + "))"]
+            cmd = [
+                sys.executable,
+                "-c",
+                (_SOURCE_IDS if args.source_ids else _PLAIN) + repr(cli) + "))",
+            ]
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
             times[key] = round(time.perf_counter() - t0, 1)
             result[key] = run_digests(run)

@@ -124,7 +124,9 @@ def _arity_ok(scope: Scope, q: Question | QuestionView) -> bool:
     return False
 
 
-def scope_matches(scope: Scope, q: Question | QuestionView, tokens: frozenset[str] | None = None) -> bool:
+def scope_matches(
+    scope: Scope, q: Question | QuestionView, tokens: frozenset[str] | None = None
+) -> bool:
     """True when a question falls in a scope (task, arity, option shape, matcher) and not its anti-scope."""
     if scope.tasks and q.task not in scope.tasks:
         return False
