@@ -17,7 +17,6 @@ from tsevo.library.primitives import CATALOG, primitive
 from tsevo.library.sandbox import Sandbox, check_source
 from tsevo.library.tool import ReadingRule
 from tsevo.roles.builtin.measure import Spec, number_is_float, spec_source, spec_values
-from tsevo.roles.builtin.planner import _number_bindings, enumerate_specs
 from tsevo.roles.builtin.rules import (
     Row,
     _fit_alternating,
@@ -28,6 +27,7 @@ from tsevo.roles.builtin.rules import (
     train_accuracy,
     tune_margin,
 )
+from tsevo.roles.builtin.specs import _number_bindings, enumerate_specs
 
 FS = 128.0
 

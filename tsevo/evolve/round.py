@@ -11,7 +11,7 @@
 
 The round is handed only the train and val splits, and its evaluator refuses test questions; the
 report-only test step runs after the round (:mod:`tsevo.evolve.run`). Every step writes its
-artifacts under ``rounds/r<r>/`` through :class:`~tsevo.evolve.steps.RoundContext`; the step runner
+artifacts in its round folder (:class:`~tsevo.store.RoundPaths`) through the context; the step runner
 (:mod:`tsevo.evolve.steps`) persists and resumes them.
 """
 

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-__all__ = ["Arity", "Matcher", "Scope", "as_tuple", "options_kind", "question_tokens"]
+__all__ = [
+    "Arity",
+    "Matcher",
+    "Scope",
+    "as_tuple",
+    "merge_scopes",
+    "options_kind",
+    "question_tokens",
+]
 
 Arity = Literal["any", "single", "dual", "candidates", "covariate"]
 
@@ -174,3 +182,21 @@ def options_kind(options: Sequence[str], candidates: Sequence[str]) -> str:
     if all(re.search(r"[-+]?\d", o) for o in options):
         return "numeric"
     return "label"
+
+
+def merge_scopes(scopes: Sequence[Scope]) -> Scope:
+    """Union of tasks and evidence; matcher keeps the shared terms at the lowest threshold.
+
+    Members must share their matcher's require/forbid words (the coordinator only merges such cards);
+    those words are kept.
+    """
+    first = scopes[0]
+    tasks = tuple(sorted({t for s in scopes for t in s.tasks}))
+    evidence = tuple(sorted({e for s in scopes for e in s.evidence}))
+    common = set(first.matcher.terms)
+    for s in scopes[1:]:
+        common &= set(s.matcher.terms)
+    terms = {t: min(s.matcher.terms[t] for s in scopes) for t in sorted(common)}
+    thr = min(s.matcher.threshold for s in scopes) if terms else 0.0
+    matcher = Matcher(terms, thr, first.matcher.require, first.matcher.forbid)
+    return replace(first, tasks=tasks, evidence=evidence, matcher=matcher)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from tsevo.hashing import canonical_json
 
-from ._scope import Arity, Matcher, Scope, as_tuple, options_kind, question_tokens
+from ._scope import Arity, Matcher, Scope, as_tuple, merge_scopes, options_kind, question_tokens
 
 __all__ = [
     "ARTIFACT_KINDS",
@@ -38,6 +38,7 @@ __all__ = [
     "ReadingRule",
     "Scope",
     "Tool",
+    "merge_scopes",
     "options_kind",
     "question_tokens",
 ]

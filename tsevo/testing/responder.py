@@ -29,7 +29,7 @@ from typing import Any
 from tsevo.data import Question, QuestionView
 from tsevo.evolve.views import ViewIds
 from tsevo.library.library import ScopedTool
-from tsevo.library.tool import Contract, Guidance, ReadingRule, Tool
+from tsevo.library.tool import Contract, Guidance, ReadingRule, Tool, merge_scopes
 from tsevo.roles.builtin import (
     ClusterTriage,
     GlobalSummaryAnswerer,
@@ -38,7 +38,6 @@ from tsevo.roles.builtin import (
     RuleReviewer,
     TemplateSynthesizer,
 )
-from tsevo.roles.builtin.coordinator import merge_scopes
 from tsevo.roles.llm.prompts import load_prompt
 from tsevo.roles.llm.render import option_letter, render_question
 from tsevo.roles.protocols import (

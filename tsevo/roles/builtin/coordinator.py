@@ -5,29 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from tsevo.library.tool import Matcher, Scope, question_tokens
+from tsevo.library.tool import merge_scopes, question_tokens
 
 from ..protocols import ContractCard, WorkGroup
 
-__all__ = ["MergeCoordinator", "merge_scopes"]
-
-
-def merge_scopes(scopes: Sequence[Scope]) -> Scope:
-    """Union of tasks and evidence; matcher keeps the shared terms at the lowest threshold.
-
-    Members must share their matcher's require/forbid words (the coordinator only merges such cards);
-    those words are kept.
-    """
-    first = scopes[0]
-    tasks = tuple(sorted({t for s in scopes for t in s.tasks}))
-    evidence = tuple(sorted({e for s in scopes for e in s.evidence}))
-    common = set(first.matcher.terms)
-    for s in scopes[1:]:
-        common &= set(s.matcher.terms)
-    terms = {t: min(s.matcher.terms[t] for s in scopes) for t in sorted(common)}
-    thr = min(s.matcher.threshold for s in scopes) if terms else 0.0
-    matcher = Matcher(terms, thr, first.matcher.require, first.matcher.forbid)
-    return replace(first, tasks=tasks, evidence=evidence, matcher=matcher)
+__all__ = ["MergeCoordinator"]
 
 
 class MergeCoordinator:

@@ -38,6 +38,7 @@ import numpy as np
 
 from tsevo.data import QuestionView
 from tsevo.library.context import extract_numbers, mentions
+from tsevo.library.primitives import CATALOG
 
 __all__ = ["MODES", "Spec", "SpecCache", "spec_source", "spec_values"]
 
@@ -140,8 +141,6 @@ def number_is_float(primitive: str, param: str) -> bool:
     Parameters annotated ``float`` (a sampling rate, band edges, a factor) take any number >= 0;
     everything else (``int``, ``int | float`` counts and windows) needs a positive whole number.
     """
-    from tsevo.library.primitives import CATALOG
-
     ps = CATALOG.get(primitive)
     if ps is None:
         return False
@@ -178,8 +177,6 @@ def _bind_numbers(spec: Spec, q: QuestionView) -> dict[str, Any] | None:
 
 def spec_values(spec: Spec, q: QuestionView) -> dict[str, float] | None:
     """Compute a spec's scalar values on one question (``None`` when it does not apply or abstains)."""
-    from tsevo.library.primitives import CATALOG
-
     ps = CATALOG.get(spec.primitive)
     if ps is None:
         return None

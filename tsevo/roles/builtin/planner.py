@@ -14,7 +14,8 @@ question words its members share.
 
 from __future__ import annotations
 
-import inspect
+import concurrent.futures as cf
+import multiprocessing as mp
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -23,15 +24,26 @@ from dataclasses import replace as _replace
 from typing import Any
 
 import numpy as np
+from sklearn.model_selection import StratifiedKFold
+from sklearn.tree import DecisionTreeClassifier
 
 from tsevo.data import QuestionView
-from tsevo.library.context import extract_numbers
-from tsevo.library.primitives import PrimitiveSpec
-from tsevo.library.tool import Contract, Matcher, Scope, options_kind, question_tokens
+from tsevo.library.tool import Contract, Scope, question_tokens
 
 from ..protocols import ContractCard, Dossier, Example
+from .lifecycle import lifecycle_card
 from .measure import Spec, SpecCache
 from .rules import Row, cross_validate, fit_rule, separation, train_accuracy, tune_margin
+from .specs import (
+    compute_pairs,
+    enumerate_specs,
+    fit_matcher,
+    kind_keys,
+    modes_for,
+    rows_kind,
+    with_words,
+    words_ok,
+)
 
 __all__ = ["MeasurementPlanner", "RankedMeasurement", "fit_matcher"]
 
@@ -63,185 +75,6 @@ class RankedMeasurement:
             "separation": round(self.separation, 6),
             "measurement": self.spec.describe(self.key),
         }
-
-
-def _param_names(fn: Any) -> set[str]:
-    try:
-        return set(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return set()
-
-
-_NUMBER_PARAMS = ("h", "level_window", "lag", "max_lag", "period", "m", "w", "window", "n_windows")
-
-
-def _number_bindings(ps: PrimitiveSpec) -> list[tuple[tuple[str, Any], ...]]:
-    """Parameter bindings to the question's numbers.
-
-    Each bindable parameter (a count-like keyword parameter, or one the primitive declares in
-    ``numbers``) binds alone to the first or the second number; the first two together bind to the
-    first two numbers; and a primitive declaring three or more ``numbers`` also binds them all, in
-    order, to the question's numbers in order (e.g. a sampling rate followed by band edges).
-    """
-    try:
-        params = [
-            p for p in inspect.signature(ps.fn).parameters.values() if p.kind == p.KEYWORD_ONLY
-        ]
-    except (TypeError, ValueError):
-        return []
-    declared = [n for n in ps.numbers if any(p.name == n for p in params)]
-    names = declared + [
-        p.name for p in params if p.name in _NUMBER_PARAMS and p.name not in declared
-    ]
-    out: list[tuple[tuple[str, Any], ...]] = []
-    for n in names:
-        out += [((n, "#0"),), ((n, "#1"),)]
-    if len(names) >= 2:
-        out.append(tuple(sorted(((names[0], "#0"), (names[1], "#1")))))
-    if len(declared) >= 3:
-        out.append(tuple(sorted((n, f"#{i}") for i, n in enumerate(declared))))
-    return out
-
-
-def enumerate_specs(modes: Sequence[str]) -> list[Spec]:
-    """All specs for the given feeding modes (defaults plus one-at-a-time grid alternatives)."""
-    from tsevo.library.primitives import CATALOG
-
-    out: list[Spec] = []
-    for name in sorted(CATALOG):
-        ps = CATALOG[name]
-        params = _param_names(ps.fn)
-        variants: list[tuple[tuple[str, Any], ...]] = [()]
-        for pname, values in sorted(ps.grid.items()):
-            if pname in ("a", "b", "c", "d"):
-                continue
-            for v in values:
-                if v is None:
-                    continue
-                variants.append(((pname, v),))
-        qvariants = _number_bindings(ps)
-        for mode in modes:
-            if mode == "qnum":
-                if ps.arity == "single":
-                    out.extend(Spec(name, "qnum", v) for v in qvariants)
-                continue
-            if mode in ("primary", "dual_diff", "cand_diff") and ps.arity != "single":
-                continue
-            if mode in ("pair", "covariate", "cand") and ps.arity == "single":
-                continue
-            if mode == "window2" and not ({"a", "b"} <= params and ps.arity == "single"):
-                continue
-            if mode == "window4" and not ({"a", "b", "c", "d"} <= params and ps.arity == "single"):
-                continue
-            vs = variants if mode in ("primary", "pair", "cand", "covariate") else [()]
-            out.extend(Spec(name, mode, v) for v in vs)
-    return out
-
-
-def fit_matcher(questions: Sequence[QuestionView], min_df: float = 0.6) -> Matcher:
-    """A matcher from the words a bucket's questions share (numbers masked).
-
-    Terms are tokens present in at least ``min_df`` of the questions, weighted by that fraction; the
-    threshold is the lowest member score, so every member matches.
-    """
-    if not questions:
-        return Matcher()
-    toks = [question_tokens(q.question) for q in questions]
-    df = Counter(t for ts in toks for t in ts)
-    n = len(toks)
-    terms = {t: round(c / n, 4) for t, c in sorted(df.items()) if c / n >= min_df and len(t) > 2}
-    if not terms:
-        return Matcher()
-    m = Matcher(terms, 0.0)
-    thr = min(m.score(ts) for ts in toks)
-    return Matcher(terms, round(max(0.0, min(thr, 0.95) - 1e-6), 6))
-
-
-def kind_keys(questions: Sequence[QuestionView]) -> dict[str, tuple[str, str]]:
-    """Question kind per id: task plus option shape.
-
-    Label questions of one task whose option texts overlap (transitively) share a kind, so each kind
-    has one label vocabulary.
-    """
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    out: dict[str, tuple[str, str]] = {}
-    label_qs = []
-    for q in questions:
-        kind = options_kind(q.options, q.candidates)
-        if kind == "label":
-            opts = [f"{q.task}\x00{' '.join(o.lower().split())}" for o in q.options]
-            for o in opts[1:]:
-                parent[find(o)] = find(opts[0])
-            label_qs.append((q, opts[0]))
-        else:
-            out[q.id] = (q.task, f"{kind}/{len(q.primary)}p/{'cov' if q.covariates else ''}")
-    for q, o in label_qs:
-        out[q.id] = (q.task, "label/" + find(o).split("\x00", 1)[1])
-    return out
-
-
-def _compute(
-    pairs: Sequence[tuple[Spec, QuestionView]],
-) -> list[tuple[tuple[Spec, str], dict[str, float] | None]]:
-    from .measure import spec_values
-
-    return [((spec, q.fingerprint), spec_values(spec, q)) for spec, q in pairs]
-
-
-def _words_ok(q: QuestionView, require: Sequence[str], forbid: Sequence[str]) -> bool:
-    toks = question_tokens(q.question)
-    return all(w in toks for w in require) and not any(w in toks for w in forbid)
-
-
-def _with_words(m: Matcher, require: Sequence[str], forbid: Sequence[str]) -> Matcher:
-    if not require and not forbid:
-        return m
-    terms = {t: w for t, w in m.terms.items() if t not in forbid}
-    return Matcher(
-        terms,
-        m.threshold if terms else 0.0,
-        tuple(sorted({*m.require, *require})),
-        tuple(sorted({*m.forbid, *forbid})),
-    )
-
-
-def _rows_kind(qs: Sequence[QuestionView]) -> tuple[str, str]:
-    kinds = Counter(options_kind(q.options, q.candidates) for q in qs)
-    okind = kinds.most_common(1)[0][0]
-    if all(q.candidates for q in qs):
-        arity = "candidates"
-    elif all(len(q.primary) == 2 for q in qs):
-        arity = "dual"
-    elif all(q.covariates for q in qs):
-        arity = "covariate"
-    else:
-        arity = "single"
-    return okind, arity
-
-
-def _modes(arity: str, qs: Sequence[QuestionView]) -> list[str]:
-    if arity == "candidates":
-        return ["cand", "cand_diff"]
-    if arity == "dual":
-        return ["pair", "dual_diff"]
-    if arity == "covariate":
-        return ["covariate", "primary"]
-    modes = ["primary"]
-    counts = [len(extract_numbers(q.question)) for q in qs]
-    if counts and min(counts) >= 1:
-        modes.append("qnum")
-    if counts and min(counts) >= 2:
-        modes.append("window2")
-    if counts and min(counts) >= 4:
-        modes.append("window4")
-    return modes
 
 
 class MeasurementPlanner:
@@ -285,8 +118,8 @@ class MeasurementPlanner:
                 qs.setdefault(e.question.id, e.question)
         todo: list[tuple[Spec, QuestionView]] = []
         for q in qs.values():
-            _, arity = _rows_kind([q])
-            for spec in enumerate_specs(_modes(arity, [q])):
+            _, arity = rows_kind([q])
+            for spec in enumerate_specs(modes_for(arity, [q])):
                 if (spec, q.fingerprint) not in self.cache.data:
                     todo.append((spec, q))
         if not todo:
@@ -295,13 +128,11 @@ class MeasurementPlanner:
             for spec, q in todo:
                 self.cache.get(spec, q)
             return len(todo)
-        import concurrent.futures as cf
-        import multiprocessing as mp
 
         chunks = [todo[i::workers] for i in range(workers)]
         try:
             with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-                for part in pool.map(_compute, chunks):
+                for part in pool.map(compute_pairs, chunks):
                     for (spec, fp), vals in part:
                         self.cache.data[(spec, fp)] = vals
         except (OSError, RuntimeError, cf.process.BrokenProcessPool):
@@ -323,10 +154,10 @@ class MeasurementPlanner:
         }
         if len(qs) < 3:
             return "label", "single", []
-        okind, arity = _rows_kind(qs)
+        okind, arity = rows_kind(qs)
         rule_kind = _RULE_FOR_OPTIONS[okind]
         screened: list[tuple[float, float, float, int, str, Spec, str, Any, list[Row]]] = []
-        for spec in enumerate_specs(_modes(arity, qs)):
+        for spec in enumerate_specs(modes_for(arity, qs)):
             vals = [self.cache.get(spec, q) for q in qs]
             present = [v for v in vals if v]
             if len(present) < max(3, len(qs) // 2):
@@ -412,9 +243,6 @@ class MeasurementPlanner:
         by cross-validated accuracy (the earlier candidate on ties, so the single feature first)
         is requested when it beats the best label rule by at least ``combo_gain``.
         """
-        from sklearn.model_selection import StratifiedKFold
-        from sklearn.tree import DecisionTreeClassifier
-
         if not ranked or ranked[0].rule.kind != "label":
             return None
         first = ranked[0]
@@ -519,124 +347,6 @@ class MeasurementPlanner:
         except (ValueError, ArithmeticError, np.linalg.LinAlgError):
             return 0.0
 
-    def _lifecycle(self, dossier: Dossier, min_gain: float = 0.15) -> ContractCard | None:
-        """Refine or rescope the tool that fired on most of the bucket's errors, when that clearly helps.
-
-        *Refine*: the tool's own evidence, re-read with a rule refitted on the train rows where it
-        ran, recovers gold much better than its current rule -> usage guidance with the new rule.
-        *Rescope*: its current readings are mostly wrong on the bucket and a refit does not help ->
-        a scope override that forbids words shared by the bucket's questions and absent where the
-        tool reads right. Otherwise None (the planner falls back to creating a new tool).
-        """
-        fired = Counter(t for e in dossier.support for t in getattr(e.record, "tools_ok", ()))
-        if not fired:
-            return None
-        target_id = max(fired, key=lambda t: (fired[t], t))
-        try:
-            target = dossier.library.get(target_id)
-        except KeyError:
-            return None
-        eff = {st.tool.id: st.tool for row in dossier.library.effective() for st in row}
-        tool = eff.get(target_id, target)
-        rule = tool.guidance.rule
-        if rule is None:
-            return None
-        rows: list[Row] = []
-        examples: list[Example] = []
-        for e in {x.question.id: x for x in [*dossier.support, *dossier.background]}.values():
-            q = e.question
-            outs = next(
-                (
-                    r.outputs
-                    for s in getattr(e.record, "steps", ())
-                    for r in s.runs
-                    if r.tool_id == target_id and r.status == "ok"
-                ),
-                None,
-            )
-            if outs is None or e.gold is None:
-                continue
-            rows.append(
-                Row(
-                    q.id,
-                    {k: float(v) for k, v in outs.items()},
-                    q.options,
-                    q.candidates,
-                    e.gold,
-                    e.record.final_answer,
-                    q.question,
-                )
-            )
-            examples.append(e)
-        if len(rows) < 6:
-            return None
-        from tsevo.library.reading import apply_rule
-
-        right = [
-            apply_rule(rule, r.values, r.options, r.candidates, r.question).option == r.gold
-            for r in rows
-        ]
-        acc = float(np.mean(right))
-        key = rule.prefix[:-1] if rule.kind == "extremum" else rule.key
-        try:
-            refit = fit_rule(rule.kind, rows, key)
-            cv = cross_validate(rule.kind, rows, key) if refit is not None else 0.0
-        except (ValueError, ArithmeticError, np.linalg.LinAlgError):
-            refit, cv = None, 0.0
-        common = dict(bucket_id=dossier.bucket_id, target_tool=target_id, contract=tool.contract)
-        if refit is not None and cv >= max(acc + min_gain, 0.6):
-            new_rule = tune_margin(_replace(refit, confidence=round(min(0.99, cv), 4)), rows)
-            return ContractCard(
-                action="refine",
-                artifact_kind="usage_guidance",
-                failure_type="misread_evidence",
-                root_cause=f"{target_id}'s evidence is right but its reading rule is off (accuracy {acc:.2f} where it runs)",
-                focus=f"re-read {key} of {target_id}: {new_rule.describe()}",
-                scope=tool.scope,
-                plan={
-                    "rule_kind": rule.kind,
-                    "rule": new_rule.to_dict(),
-                    "cv_acc": round(cv, 6),
-                    "current_acc": round(acc, 6),
-                },
-                **common,
-            )
-        if acc < 0.5:
-            wrong_toks = [
-                question_tokens(e.question.question)
-                for e, ok in zip(examples, right, strict=True)
-                if not ok
-            ]
-            right_toks = [
-                question_tokens(e.question.question)
-                for e, ok in zip(examples, right, strict=True)
-                if ok
-            ]
-            if not wrong_toks:
-                return None
-            shared = set.intersection(*(set(t) for t in wrong_toks))
-            words = sorted(
-                w
-                for w in shared
-                if len(w) > 2 and sum(w in t for t in right_toks) <= 0.2 * max(len(right_toks), 1)
-            )
-            if not words:
-                return None
-            forbid = tuple(sorted({*tool.scope.matcher.forbid, words[0]}))
-            new_scope = _replace(tool.scope, matcher=_replace(tool.scope.matcher, forbid=forbid))
-            return ContractCard(
-                action="rescope",
-                artifact_kind="scope_override",
-                failure_type="wrong_scope",
-                root_cause=f"{target_id} fires on questions it reads wrongly (accuracy {acc:.2f} there)",
-                focus=f"keep {target_id} away from questions mentioning {words[0]!r}",
-                scope=new_scope,
-                plan={"rule_kind": rule.kind, "current_acc": round(acc, 6), "forbid": list(forbid)},
-                **common,
-            )
-        return None
-
-    # ------------------------------------------------------------------ protocol
     def plan(self, dossier: Dossier, feedback: Sequence[str] = ()) -> ContractCard | None:
         """Return a contract card for the bucket, or None when no measurement recovers its answers.
 
@@ -645,7 +355,7 @@ class MeasurementPlanner:
         sharing its task and option shape. The rest of the bucket is left to later rounds.
         """
         if dossier.side == "tool_fired" and dossier.library is not None:
-            card = self._lifecycle(dossier)
+            card = lifecycle_card(dossier)
             if card is not None:
                 return card
         seen: set[str] = set()
@@ -672,8 +382,8 @@ class MeasurementPlanner:
         narrowed = self._narrow(uniq, support_focus, ranked)
         if narrowed is not None:
             require, forbid = narrowed
-            uniq = [e for e in uniq if _words_ok(e.question, require, forbid)]
-            support_focus = [e for e in support_focus if _words_ok(e.question, require, forbid)]
+            uniq = [e for e in uniq if words_ok(e.question, require, forbid)]
+            support_focus = [e for e in support_focus if words_ok(e.question, require, forbid)]
             okind, arity, ranked2 = self.rank(uniq, exclude)
             if ranked2:
                 ranked = ranked2
@@ -686,7 +396,7 @@ class MeasurementPlanner:
             evidence=(best.spec.primitive,),
             arity=arity,  # type: ignore[arg-type]
             options_kind=okind,
-            matcher=_with_words(fit_matcher(support_qs), require, forbid),
+            matcher=with_words(fit_matcher(support_qs), require, forbid),
         )
         sig = {
             "primary": ("primary",),

@@ -19,7 +19,7 @@ import itertools
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -391,8 +391,6 @@ def tune_margin(rule: ReadingRule, rows: Sequence[Row], k: int = 5) -> ReadingRu
     score would never see the near-cut readings that break answers on new questions. The smallest
     margin with the largest out-of-fold net gain wins; the returned rule is the full fit with it.
     """
-    from dataclasses import replace
-
     grid = _margin_grid(rule, rows)
     if grid is None:
         return rule

@@ -14,6 +14,9 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.metrics import silhouette_score
 
 from ..protocols import Category, ErrorItem
 
@@ -121,10 +124,6 @@ class ClusterTriage:
 
     def define(self, errors: Sequence[ErrorItem], max_categories: int) -> list[Category]:
         """Return at most ``max_categories`` labelled categories for a sample of errors."""
-        from sklearn.cluster import KMeans
-        from sklearn.feature_extraction.text import TfidfVectorizer
-        from sklearn.metrics import silhouette_score
-
         if not errors:
             return []
         docs = [error_features(e) for e in errors]

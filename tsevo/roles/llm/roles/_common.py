@@ -36,7 +36,7 @@ from ..cache import ReplayMiss
 from ..client import LLMCallError, LLMClient
 from ..jsoncall import JsonCallMeta, json_call
 from ..prompts import load_prompt
-from ..render import PromptTooLong, check_budget, format_number, option_letter
+from ..render import PromptTooLong, check_budget, format_number, option_letter, render_series
 
 __all__ = [
     "LLMRunStopped",
@@ -99,8 +99,6 @@ def fmt_outputs(outputs: Mapping[str, Any] | None, sig: int = 4) -> dict[str, An
 
 def question_series_brief(q: QuestionView) -> list[str]:
     """One summary line per series of a question (no values): what evolution prompts show."""
-    from ..render import render_series
-
     roles = [(n, "primary") for n in q.primary]
     roles += [(n, "covariate") for n in q.covariates]
     roles += [(n, "candidate") for n in q.candidates]

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import pydantic
 
 from tsevo.data import QuestionView
-from tsevo.library.library import Library
+from tsevo.library.library import Library, scope_matches
 from tsevo.library.tool import Tool
 
 from ...protocols import BaseAnswer, Evidence, Review
@@ -178,7 +178,6 @@ class LLMReviewer:
         return LLMReviewer(self.ctx, library.prompt_patches())
 
     def _patches_for(self, q: QuestionView) -> list[_Patch]:
-        from tsevo.library.library import scope_matches
 
         out = []
         for t in self.patches:

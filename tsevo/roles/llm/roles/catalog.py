@@ -10,6 +10,9 @@ import functools
 import inspect
 import re
 
+from tsevo.library.primitives import CATALOG
+from tsevo.library.sandbox import facades
+
 from ..prompts import load_prompt
 
 __all__ = ["render_primitives", "render_sandbox_rules"]
@@ -22,7 +25,6 @@ _ARITY = {
 
 
 def _signature(name: str) -> str:
-    from tsevo.library.primitives import CATALOG
 
     spec = CATALOG[name]
     try:
@@ -50,8 +52,6 @@ def render_primitives(compact: bool = False) -> str:
     Returns:
         One line per primitive, grouped by catalog group.
     """
-    from tsevo.library.primitives import CATALOG
-
     lines = []
     for group in sorted({s.group for s in CATALOG.values()}):
         lines.append(f"[{group}]")
@@ -73,8 +73,6 @@ def render_primitives(compact: bool = False) -> str:
 @functools.lru_cache(maxsize=1)
 def render_sandbox_rules() -> str:
     """The sandbox rules a tool must follow, with the allowlists spelled out."""
-    from tsevo.library.sandbox import facades
-
     api = []
     for m in facades.CTX_MEMBERS:
         fn = getattr(facades.ToolContext, m, None)

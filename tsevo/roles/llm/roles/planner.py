@@ -17,12 +17,21 @@ forbidden words); the engine then checks the groups mechanically (:func:`tsevo.e
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 import pydantic
 
 from tsevo.data import QuestionView
-from tsevo.library.tool import Contract, Matcher, Scope, options_kind, question_tokens
+from tsevo.library.library import scope_matches
+from tsevo.library.tool import (
+    Contract,
+    Matcher,
+    Scope,
+    merge_scopes,
+    options_kind,
+    question_tokens,
+)
 
 from ...protocols import ContractCard, Dossier, Example, WorkGroup
 from ..render import option_letter
@@ -169,7 +178,6 @@ def card_from_reply(
         matcher=_build_matcher(r.scope.match_terms, r.scope.forbid_terms, support),
         options_kind=r.scope.options_kind,
     )
-    from tsevo.library.library import scope_matches
 
     covered = [q.id for q in support if scope_matches(scope, q)]
     if support and not covered:
@@ -364,7 +372,6 @@ class LLMGlobalPlanner:
             GlobalReply,
             validate=validate,
         )
-        from tsevo.roles.builtin.coordinator import merge_scopes
 
         groups = []
         for i, g in enumerate(reply.groups, 1):
@@ -378,8 +385,6 @@ class LLMGlobalPlanner:
                 | set(scope.matcher.forbid)
             )
             if tuple(words) != scope.matcher.forbid:
-                from dataclasses import replace
-
                 scope = replace(scope, matcher=replace(scope.matcher, forbid=tuple(words)))
             groups.append(WorkGroup(f"g{i}", members, members[0].contract, scope))
         return groups

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import pydantic
 
 from tsevo.library.library import slug
+from tsevo.library.sandbox import check_source
 from tsevo.library.tool import Contract, Guidance, Provenance, ReadingRule, Tool
 
 from ...protocols import AttemptFeedback, Example, WorkGroup
@@ -81,7 +82,6 @@ def check_reply(r: SynthReply) -> str | None:
     """Problems of a synthesizer reply the model can fix (None when usable)."""
     if r.give_up:
         return None
-    from tsevo.library.sandbox import check_source
 
     if not r.source.strip():
         return "source is empty; write the function (or set give_up to true)"

@@ -1,0 +1,141 @@
+"""Lifecycle plans of the builtin planner: refine or rescope an earlier tool when that clearly helps.
+
+An append-only chain never edits an earlier stage: *refine* adds usage guidance that amends the
+tool's reading at answer time, *rescope* adds a scope override that narrows where it fires
+(DESIGN.md §2, decided gaps).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace as _replace
+
+import numpy as np
+
+from tsevo.library.reading import apply_rule
+from tsevo.library.tool import question_tokens
+
+from ..protocols import ContractCard, Dossier, Example
+from .rules import Row, cross_validate, fit_rule, tune_margin
+
+__all__ = ["lifecycle_card"]
+
+
+def lifecycle_card(dossier: Dossier, min_gain: float = 0.15) -> ContractCard | None:
+    """Refine or rescope the tool that fired on most of the bucket's errors, when that clearly helps.
+
+    *Refine*: the tool's own evidence, re-read with a rule refitted on the train rows where it
+    ran, recovers gold much better than its current rule -> usage guidance with the new rule.
+    *Rescope*: its current readings are mostly wrong on the bucket and a refit does not help ->
+    a scope override that forbids words shared by the bucket's questions and absent where the
+    tool reads right. Otherwise None (the planner falls back to creating a new tool).
+    """
+    fired = Counter(t for e in dossier.support for t in getattr(e.record, "tools_ok", ()))
+    if not fired:
+        return None
+    target_id = max(fired, key=lambda t: (fired[t], t))
+    try:
+        target = dossier.library.get(target_id)
+    except KeyError:
+        return None
+    eff = {st.tool.id: st.tool for row in dossier.library.effective() for st in row}
+    tool = eff.get(target_id, target)
+    rule = tool.guidance.rule
+    if rule is None:
+        return None
+    rows: list[Row] = []
+    examples: list[Example] = []
+    for e in {x.question.id: x for x in [*dossier.support, *dossier.background]}.values():
+        q = e.question
+        outs = next(
+            (
+                r.outputs
+                for s in getattr(e.record, "steps", ())
+                for r in s.runs
+                if r.tool_id == target_id and r.status == "ok"
+            ),
+            None,
+        )
+        if outs is None or e.gold is None:
+            continue
+        rows.append(
+            Row(
+                q.id,
+                {k: float(v) for k, v in outs.items()},
+                q.options,
+                q.candidates,
+                e.gold,
+                e.record.final_answer,
+                q.question,
+            )
+        )
+        examples.append(e)
+    if len(rows) < 6:
+        return None
+
+    right = [
+        apply_rule(rule, r.values, r.options, r.candidates, r.question).option == r.gold
+        for r in rows
+    ]
+    acc = float(np.mean(right))
+    key = rule.prefix[:-1] if rule.kind == "extremum" else rule.key
+    try:
+        refit = fit_rule(rule.kind, rows, key)
+        cv = cross_validate(rule.kind, rows, key) if refit is not None else 0.0
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+        refit, cv = None, 0.0
+    common = dict(bucket_id=dossier.bucket_id, target_tool=target_id, contract=tool.contract)
+    if refit is not None and cv >= max(acc + min_gain, 0.6):
+        new_rule = tune_margin(_replace(refit, confidence=round(min(0.99, cv), 4)), rows)
+        return ContractCard(
+            action="refine",
+            artifact_kind="usage_guidance",
+            failure_type="misread_evidence",
+            root_cause=f"{target_id}'s evidence is right but its reading rule is off (accuracy {acc:.2f} where it runs)",
+            focus=f"re-read {key} of {target_id}: {new_rule.describe()}",
+            scope=tool.scope,
+            plan={
+                "rule_kind": rule.kind,
+                "rule": new_rule.to_dict(),
+                "cv_acc": round(cv, 6),
+                "current_acc": round(acc, 6),
+            },
+            **common,
+        )
+    if acc < 0.5:
+        wrong_toks = [
+            question_tokens(e.question.question)
+            for e, ok in zip(examples, right, strict=True)
+            if not ok
+        ]
+        right_toks = [
+            question_tokens(e.question.question)
+            for e, ok in zip(examples, right, strict=True)
+            if ok
+        ]
+        if not wrong_toks:
+            return None
+        shared = set.intersection(*(set(t) for t in wrong_toks))
+        words = sorted(
+            w
+            for w in shared
+            if len(w) > 2 and sum(w in t for t in right_toks) <= 0.2 * max(len(right_toks), 1)
+        )
+        if not words:
+            return None
+        forbid = tuple(sorted({*tool.scope.matcher.forbid, words[0]}))
+        new_scope = _replace(tool.scope, matcher=_replace(tool.scope.matcher, forbid=forbid))
+        return ContractCard(
+            action="rescope",
+            artifact_kind="scope_override",
+            failure_type="wrong_scope",
+            root_cause=f"{target_id} fires on questions it reads wrongly (accuracy {acc:.2f} there)",
+            focus=f"keep {target_id} away from questions mentioning {words[0]!r}",
+            scope=new_scope,
+            plan={"rule_kind": rule.kind, "current_acc": round(acc, 6), "forbid": list(forbid)},
+            **common,
+        )
+    return None
+
+
+# ------------------------------------------------------------------ protocol
