@@ -10,14 +10,14 @@ file behind. Reading returns the raw records, each labelled with its position (`
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from tsevo.fileio import atomic_writer
 
 from .question import Question
 from .report import RecordError
@@ -83,24 +83,12 @@ def write_suite_file(
     """
     p = Path(path)
     fmt = _format_of(p)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    tmp = Path(tmp_name)
-    try:
-        # mkstemp makes the file private (0600); keep an existing file's mode, else 0644.
-        os.fchmod(fd, p.stat().st_mode & 0o777 if p.exists() else 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            rows = suite_rows(questions, splits)
-            if fmt == ".jsonl":
-                _write_jsonl(fh, name, rows)
-            else:
-                _write_parquet(fh, name, rows)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_writer(p) as fh:
+        rows = suite_rows(questions, splits)
+        if fmt == ".jsonl":
+            _write_jsonl(fh, name, rows)
+        else:
+            _write_parquet(fh, name, rows)
     return p
 
 

@@ -104,16 +104,6 @@ class QuestionView:
         """Number of options."""
         return len(self.options)
 
-    def role_of(self, name: str) -> str:
-        """Return ``"primary"``, ``"covariate"`` or ``"candidate"`` for a series name."""
-        if name in self.primary:
-            return "primary"
-        if name in self.covariates:
-            return "covariate"
-        if name in self.candidates:
-            return "candidate"
-        raise KeyError(name)
-
 
 def _rebuild(kw: dict[str, Any]) -> QuestionView:
     return QuestionView(**kw)

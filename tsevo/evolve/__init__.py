@@ -4,7 +4,14 @@
 list of steps :data:`ROUND_STEPS` that :func:`run_steps` persists and resumes. The gate, the prune
 and scope reconciliation are mechanical code here, not roles: they read per-question validation
 records only.
+
+The package is callable: ``tsevo.evolve(suite, ...)`` is :func:`evolve`, so the verb and the
+package share one name whichever was imported first.
 """
+
+import sys
+import types
+from typing import Any
 
 from .config import ProtocolConfig
 from .evaluate import (
@@ -84,3 +91,13 @@ __all__ = [
     "run_steps",
     "task_table",
 ]
+
+
+class _Engine(types.ModuleType):
+    """``tsevo.evolve``: the engine's package, and called, the engine itself."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> EvolutionResult:
+        return evolve(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _Engine

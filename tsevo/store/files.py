@@ -1,7 +1,7 @@
 """Writing files safely: atomic replaces, append-only JSONL logs, and the credential guard.
 
-Every file of a run is written atomically (temp file + rename) except the append-only logs, whose
-readers ignore a torn last line. Nothing that looks like a credential is ever written: every JSON
+Every file of a run is written atomically (:mod:`tsevo.fileio`: temp file + rename) except the
+append-only logs, whose readers ignore a torn last line. Nothing that looks like a credential is ever written: every JSON
 writer of the package goes through :func:`check_no_secrets`.
 """
 
@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tsevo.fileio import atomic_write_bytes, atomic_write_text
 
 __all__ = [
     "RecordLog",
@@ -36,22 +38,6 @@ SECRET_HINTS = (
     "password",
     "authorization",
 )
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (readers see the old or the new file, never half)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write text atomically (UTF-8)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def check_no_secrets(obj: Any, where: str) -> None:

@@ -39,9 +39,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from tsevo.roles.llm.capabilities import PROBE_HEADER
+
 __all__ = ["FakeOpenAIServer", "Fault", "RecordedRequest", "Reply", "Responder", "match_substring"]
 
-PROBE_HEADER = "X-Tsevo-Probe"
 
 #: llama.cpp server's answer to ``response_format={"type": "json_schema", ...}``.
 LLAMA_CPP_JSON_SCHEMA_ERROR = (

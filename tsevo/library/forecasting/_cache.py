@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tsevo.fileio import atomic_writer
 
 from ._result import Forecast, frozen
 
@@ -134,20 +135,14 @@ def _write_npz(path: Path, fc: Forecast) -> None:
             "params": dict(fc.params),
         }
     )
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(
-                f,
-                point=fc.point,
-                levels=levels,
-                quantiles=np.stack([fc.quantiles[lv] for lv in fc.levels]),
-                meta=np.asarray(meta),
-            )
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path) as f:
+        np.savez(
+            f,
+            point=fc.point,
+            levels=levels,
+            quantiles=np.stack([fc.quantiles[lv] for lv in fc.levels]),
+            meta=np.asarray(meta),
+        )
 
 
 def _read_npz(path: Path) -> Forecast | None:

@@ -7,8 +7,8 @@ Roles built on an LLM (answerer, reviewer, triage, planners, synthesizer) use th
     client = LLMClient(LLMConfig.load(model="gpt-4o-mini"))
     obj, meta = json_call(client, "triage", "assign", messages, AssignReply, validate=covers_ids)
 
-Everything here is importable without the ``openai`` package being loaded; it is imported on the
-first network call.
+Importing it loads ``openai`` (the client's transport) and ``pandas`` (accounting frames) at the top
+of their modules, like every dependency outside :data:`tsevo.optional.LAZY_IMPORTS`.
 """
 
 from .accounting import Accounting, Budget, BudgetExhausted, StageStats, Usage
