@@ -11,8 +11,9 @@ Compare two digest files with ``python -m tests.bench.digests --compare A.json B
 every file whose digest differs and exits 1 when any does.
 
 ``--source-ids`` runs the rounds with the roles seeing the questions' own ids instead of the run's
-opaque ids (a patch applied in the subprocess, never available in the package): with it, a run is
-comparable with one recorded before roles saw opaque ids, which isolates what the ids changed.
+opaque ids, and the engine ordering by those ids instead of by content (a patch applied in the
+subprocess, never available in the package): with it, a run is comparable with one recorded before
+roles saw opaque ids, which isolates what the ids changed.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ _SOURCE_IDS = (
     "def _init(self, questions, salt):\n"
     "    self.salt = salt; self._to = {q.id: q.id for q in questions}; self._from = dict(self._to)\n"
     "v.ViewIds.__init__ = _init\n"
+    "v.ViewIds.key = lambda self, qid: qid\n"
     "from tsevo.cli import main; sys.exit(main("
 )
 

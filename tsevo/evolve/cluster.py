@@ -190,8 +190,9 @@ def _define(
     cfg: ProtocolConfig,
     res: ClusteringResult,
     where: str,
+    key: Callable[[str], str],
 ) -> list[Category]:
-    sample = sorted(items, key=lambda e: _order(cfg.seed, e.qid))[: cfg.define_sample]
+    sample = sorted(items, key=lambda e: _order(cfg.seed, key(e.qid)))[: cfg.define_sample]
     last_err = ""
     for _ in range(1 + cfg.define_retries):
         res.define_calls += 1
@@ -261,9 +262,9 @@ def cluster_errors(
 ) -> ClusteringResult:
     """Cluster train errors into buckets under the protocol's limits.
 
-    With ``ids``, clustering runs on the errors' opaque ids: the triage role sees them, and the
-    engine orders, samples and batches by them too (so nothing depends on how a source names its
-    questions); buckets and the lists of dropped errors are mapped back to question ids at the end.
+    With ``ids``, the triage role sees the errors under their opaque ids, and the engine orders,
+    samples and batches them by content (:meth:`ViewIds.key`), so nothing depends on how a source
+    names its questions; buckets and the lists of dropped errors are mapped back to question ids.
 
     Args:
         errors: The errors (triage items under question ids).
@@ -279,19 +280,22 @@ def cluster_errors(
         ClusteringError: when a define step fails after its retries (the round is invalid).
     """
     if ids is not None:
-        return _cluster(ids.items(errors), triage, cfg).mapped(ids.real)
-    return _cluster(errors, triage, cfg)
+        return _cluster(ids.items(errors), triage, cfg, ids.key).mapped(ids.real)
+    return _cluster(errors, triage, cfg, str)
 
 
-def _cluster(errors: Sequence[ErrorItem], triage: Triage, cfg: ProtocolConfig) -> ClusteringResult:
+def _cluster(
+    errors: Sequence[ErrorItem], triage: Triage, cfg: ProtocolConfig, key: Callable[[str], str]
+) -> ClusteringResult:
     res = ClusteringResult()
     for side in SIDES:
         items = sorted(
-            (e for e in errors if e.tool_fired == (side == "tool_fired")), key=lambda e: e.qid
+            (e for e in errors if e.tool_fired == (side == "tool_fired")),
+            key=lambda e: key(e.qid),
         )
         if not items:
             continue
-        cats = _define(triage, items, cfg.max_categories, cfg, res, side)
+        cats = _define(triage, items, cfg.max_categories, cfg, res, side, key)
         placed = _assign(triage, cats, items, cfg, res, side)
         res.unassigned.extend(sorted(e.qid for e in items if e.qid not in placed))
         by_cat = {c.id: c for c in cats}
@@ -307,7 +311,7 @@ def _cluster(errors: Sequence[ErrorItem], triage: Triage, cfg: ProtocolConfig) -
                 sub_items = [item_by_id[q] for q in mem]
                 try:
                     parts = min(cfg.max_categories, max(2, math.ceil(len(mem) / cfg.resplit_part)))
-                    sub_cats = _define(triage, sub_items, parts, cfg, res, bid)
+                    sub_cats = _define(triage, sub_items, parts, cfg, res, bid, key)
                     sub_placed = _assign(triage, sub_cats, sub_items, cfg, res, side)
                 except ClusteringError:
                     sub_cats, sub_placed = [], {}

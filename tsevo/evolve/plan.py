@@ -71,10 +71,10 @@ class BucketSplit:
 def split_bucket(bucket: Bucket, cfg: ProtocolConfig, ids: ViewIds | None = None) -> BucketSplit:
     """Deterministic support / held-out split of a bucket's members.
 
-    Members are ordered by a seeded hash of their opaque ids (of the ids themselves without
-    ``ids``); the first ones are support rows, the next ones held out for the prefilter.
+    Members are ordered by a seeded hash of their content (of the ids themselves without ``ids``);
+    the first ones are support rows, the next ones held out for the prefilter.
     """
-    key = ids.opaque if ids is not None else str
+    key = ids.key if ids is not None else str
     order = sorted(bucket.members, key=lambda q: _h(cfg.seed, key(q)))
     n_support = min(cfg.planner_support, math.ceil(len(order) / 2))
     support = tuple(order[:n_support])
@@ -128,7 +128,7 @@ def build_dossier(
         pool,
         key=lambda q: (
             -max((_similarity(question_tokens(q.question), t) for t in stoks), default=0.0),
-            _h(cfg.seed, ids.opaque(q.id)),
+            _h(cfg.seed, ids.key(q.id)),
         ),
     )
     background = tuple(ids.example(q, records[q.id]) for q in scored[: cfg.planner_background])

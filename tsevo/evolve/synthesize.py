@@ -496,5 +496,5 @@ def _probe(
         and base[q.id].correct
         and scope_matches(draft.scope, q)
     ]
-    pool.sort(key=lambda q: _h(cfg.seed, ids.opaque(q.id)))
+    pool.sort(key=lambda q: _h(cfg.seed, ids.key(q.id)))
     return pool[: cfg.prefilter_harm_probe]

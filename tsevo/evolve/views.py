@@ -3,9 +3,10 @@
 :class:`ViewIds` assigns every question of a run an opaque id (after the split, from the question's
 content fingerprint and the run's salt), builds the :class:`~tsevo.data.QuestionView` a role sees,
 and maps ids back. The engine's own orderings (the define sample, assign batches, bucket splits,
-background and probe rows) hash the opaque ids too, so a run depends on what its questions hold and
-on its seed, never on how a source named them: renaming every source id gives the same library.
-Stored records, tables and events keep the questions' own ids.
+background and probe rows) hash each question's content fingerprint with the round seed
+(:meth:`ViewIds.key`): they depend neither on how a source named a question nor on the opaque ids,
+so renaming every source id gives the same library. Stored records, tables and events keep the
+questions' own ids.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class ViewIds:
         self.salt = salt
         self._to: dict[str, str] = {}
         self._from: dict[str, str] = {}
+        self._content: dict[str, str] = {}
         # duplicate content (equal fingerprints) is disambiguated deterministically
         for q in sorted(questions, key=lambda q: (q.fingerprint, q.id)):
             base = oid = opaque_id(q.fingerprint, salt)
@@ -41,6 +43,7 @@ class ViewIds:
                 oid = f"{base}-{k}"
             self._to[q.id] = oid
             self._from[oid] = q.id
+            self._content[q.id] = self._content[oid] = q.fingerprint
 
     def __len__(self) -> int:
         return len(self._to)
@@ -48,6 +51,14 @@ class ViewIds:
     def opaque(self, qid: str) -> str:
         """The opaque id of a question id."""
         return self._to[qid]
+
+    def key(self, qid: str) -> str:
+        """The engine's ordering key of a question (by its id or its opaque id): its content.
+
+        The engine's samples and splits hash this key with the round seed, so they depend neither
+        on how a source named a question nor on the opaque ids a role sees.
+        """
+        return self._content[qid]
 
     def real(self, oid: str) -> str:
         """The question id behind an opaque id (``KeyError`` for an id the run never issued)."""

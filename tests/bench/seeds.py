@@ -1,0 +1,127 @@
+"""Report-only test gains of one builtin round over several seeds, as JSON (mean ± sd).
+
+``python -m tests.bench.seeds --preset default --seeds 52817,60443 --out runs/bench/NAME.json``
+generates ``make_suite(preset, seed)`` for each seed, runs one builtin round into
+``runs/bench/NAME/<seed>`` (rerunning resumes), and writes per seed and in aggregate (mean and
+sample standard deviation over seeds):
+
+* ``base`` / ``final``: test accuracy before and after the round; ``gain``: their paired difference;
+* ``family_gain_mean`` / ``family_gain_min`` / ``families_positive``: the gain per task (family);
+* ``harmed_pct``: harmed test questions over all test questions;
+* ``status`` and ``gate_path`` of the round, and ``round_s`` (wall time of the round's steps).
+
+This is how README and closing-note figures are produced: name development seeds as such, and report
+on seeds that were never run before the code was final. Test answers are report-only: nothing in a
+round reads them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tsevo.analysis import run_summary
+from tsevo.data.synthetic import make_suite
+from tsevo.evolve import ProtocolConfig, evolve
+from tsevo.roles import RoleSet
+
+KEYS = ("base", "final", "gain", "family_gain_mean", "family_gain_min", "harmed_pct", "round_s")
+
+
+def one_seed(preset: str, seed: int, out: Path) -> dict[str, Any]:
+    """One round on ``make_suite(preset, seed)``; the numbers of its report-only test."""
+    suite = make_suite(preset, seed=seed)
+    t0 = time.perf_counter()
+    evolve(
+        suite,
+        roles=RoleSet.builtin(),
+        config=ProtocolConfig(rounds=1, seed=seed),
+        out=out,
+        suite_ref=f"synthetic:{preset}:seed={seed}",
+        log=lambda s: None,
+    )
+    wall = time.perf_counter() - t0
+    rd = run_summary(out)["rounds"][0]
+    tasks = rd["test"]["tasks"]
+    fam = [r for r in tasks if r["task"] != "ALL"]
+    allrow = tasks[-1]
+    return {
+        "seed": seed,
+        "status": rd["status"],
+        "gate_path": (rd.get("final_gate") or rd.get("gate") or {}).get("path"),
+        "base": allrow["before"],
+        "final": allrow["after"],
+        "gain": allrow["delta"],
+        "family_gain_mean": statistics.fmean(r["delta"] for r in fam),
+        "family_gain_min": min(r["delta"] for r in fam),
+        "families_positive": sum(r["delta"] > 0 for r in fam),
+        "families": len(fam),
+        "harmed_pct": allrow["harmed"] / allrow["n"],
+        "round_s": round(sum(rd["timings"].values()), 1),
+        "wall_s": round(wall, 1),
+        "per_family": {r["task"]: r["delta"] for r in fam},
+    }
+
+
+def aggregate(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Mean and sample sd over seeds of every number in :data:`KEYS`."""
+    out = {}
+    for k in KEYS:
+        xs = [float(r[k]) for r in rows]
+        out[k] = {
+            "mean": round(statistics.fmean(xs), 6),
+            "sd": round(statistics.stdev(xs), 6) if len(xs) > 1 else 0.0,
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="default")
+    ap.add_argument("--seeds", required=True, help="comma-separated")
+    ap.add_argument("--out", required=True, help="JSON file (runs go to a folder beside it)")
+    ap.add_argument("--label", default="", help="e.g. 'fresh' or 'development'")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    runs = out.with_suffix("")
+    rows = []
+    for s in (int(x) for x in args.seeds.split(",")):
+        r = one_seed(args.preset, s, runs / str(s))
+        rows.append(r)
+        print(
+            f"seed {s}: {r['status']} ({r['gate_path']}), test {100 * r['base']:.1f} -> "
+            f"{100 * r['final']:.1f} ({100 * r['gain']:+.1f}), families positive "
+            f"{r['families_positive']}/{r['families']}, harmed {100 * r['harmed_pct']:.2f}%, "
+            f"round {r['round_s']} s",
+            flush=True,
+        )
+    agg = aggregate(rows)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    doc = {
+        "preset": args.preset,
+        "label": args.label,
+        "commit": commit,
+        "seeds": [r["seed"] for r in rows],
+        "aggregate": agg,
+        "rows": rows,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1, sort_keys=True))
+    g, h = agg["gain"], agg["harmed_pct"]
+    print(
+        f"{args.preset} over {len(rows)} seeds: gain {100 * g['mean']:+.1f} ± {100 * g['sd']:.1f} "
+        f"points, harmed {100 * h['mean']:.2f} ± {100 * h['sd']:.2f}% -> {out}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
