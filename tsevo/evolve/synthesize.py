@@ -158,11 +158,7 @@ def smoke_inputs(signature: Sequence[str]) -> list[ToolInput]:
 def _rule_keys_present(
     rule: ReadingRule | None, outputs: Mapping[str, Any], candidates: Sequence[str]
 ) -> bool:
-    if rule is None:
-        return True
-    if rule.kind == "extremum":
-        return all(f"{rule.prefix}{c}" in outputs for c in candidates)
-    return rule.key in outputs
+    return rule is None or rule.applies(outputs, candidates)
 
 
 def check_draft(draft: Tool, sandbox: Any, support: Sequence[Question]) -> list[str]:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tsevo.library._scope import question_tokens
+
 if TYPE_CHECKING:
     from tsevo.data import Question, QuestionView
 
@@ -85,3 +87,7 @@ class ToolInput:
     def numbers(self) -> tuple[float, ...]:
         """Numbers written in the question text, in order."""
         return extract_numbers(self.text)
+
+    def tokens(self) -> frozenset[str]:
+        """Normalized word tokens of the question text (numbers masked; see ``question_tokens``)."""
+        return question_tokens(self.text)

@@ -91,10 +91,20 @@ def apply_rule(
     """
     if not outputs:
         return Reading(None, 0.0, "no evidence")
+    if rule.kind == "branches":
+        last = Reading(None, 0.0, "no branch's outputs are present")
+        for sub in rule.branches:
+            if sub.applies(outputs, candidates):
+                last = apply_rule(sub, outputs, options, candidates, question)
+                if last.option is not None:
+                    return last
+        return last
     if rule.kind == "label":
         return _read_label(rule, outputs, options)
     if rule.kind == "nearest_number":
         return _read_nearest(rule, outputs, options)
+    if rule.kind == "tree":
+        return _read_tree(rule, outputs, options)
     return _read_extremum(rule, outputs, options, candidates, question)
 
 
@@ -117,6 +127,24 @@ def _read_label(rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence
     if opt is None:
         return Reading(None, 0.0, f"{rule.key}={v:.4g} -> '{label}', which no option names")
     return Reading(opt, rule.confidence, f"{rule.key}={v:.4g} -> '{label}'")
+
+
+def _read_tree(rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence[str]) -> Reading:
+    node: Any = rule.tree
+    path = []
+    while not isinstance(node, str):
+        key, cut, low, high = node
+        v = _num(outputs, key)
+        if v is None:
+            return Reading(None, 0.0, f"output {key!r} missing")
+        if abs(v - cut) < rule.margin:
+            return Reading(None, 0.0, f"{key}={v:.4g} inside the abstain band of {cut:.4g}")
+        path.append(f"{key}={v:.4g}")
+        node = low if v < cut else high
+    opt = match_label(node, options)
+    if opt is None:
+        return Reading(None, 0.0, f"{', '.join(path)} -> '{node}', which no option names")
+    return Reading(opt, rule.confidence, f"{', '.join(path)} -> '{node}'")
 
 
 def _read_nearest(rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence[str]) -> Reading:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
@@ -29,6 +29,9 @@ from ._scope import Arity, Matcher, Scope, as_tuple, merge_scopes, options_kind,
 
 __all__ = [
     "ARTIFACT_KINDS",
+    "RULE_KINDS",
+    "TREE_DEPTH",
+    "TREE_FEATURES",
     "Arity",
     "ArtifactKind",
     "Contract",
@@ -51,7 +54,11 @@ ARTIFACT_KINDS: tuple[str, ...] = (
     "scope_override",
     "tombstone",
 )
-RuleKind = Literal["label", "nearest_number", "extremum"]
+RuleKind = Literal["label", "nearest_number", "extremum", "tree", "branches"]
+RULE_KINDS: tuple[str, ...] = ("label", "nearest_number", "extremum", "tree", "branches")
+#: Most levels of a ``tree`` rule and most distinct outputs it may read (a two-feature rule).
+TREE_DEPTH = 2
+TREE_FEATURES = 2
 
 
 @dataclass(frozen=True)
@@ -111,9 +118,16 @@ class ReadingRule:
         when the best two differ by less than ``margin`` (relative to their spread). When the
         question contains one of ``invert_words``, the opposite extremum is chosen (e.g. "mirrors":
         the least correlated candidate instead of the most).
+        ``tree``: a two-feature rule, a decision tree of depth at most 2 over at most two outputs.
+        ``tree`` is ``(key, cut, low, high)``; ``low`` (value < cut) and ``high`` are a class label
+        or a nested ``(key, cut, low, high)``; the option matching the leaf's label is chosen. No
+        decision when a value on the path lies within ``margin`` of its cut.
+        ``branches``: one rule per branch of a composite tool. A composite tool answers every branch
+        it fires on and prefixes its output keys with the branch (``b1_``, ``b2_``...); the first
+        sub-rule whose outputs are present and that names an option decides.
 
     Attributes:
-        kind: ``label`` | ``nearest_number`` | ``extremum``.
+        kind: ``label`` | ``nearest_number`` | ``extremum`` | ``tree`` | ``branches``.
         key: Output key read (``label``, ``nearest_number``).
         bins: Cut points (``label``).
         labels: Class label texts (``label``).
@@ -124,6 +138,8 @@ class ReadingRule:
         invert_words: Question words that flip ``mode`` (``extremum``; lower-case word tokens).
         margin: Abstain band (see kinds).
         confidence: Prior confidence of the rule in [0, 1] (cross-validated accuracy on train).
+        tree: The decision tree (``tree``).
+        branches: The per-branch rules (``branches``; none of them a ``branches`` rule).
     """
 
     kind: RuleKind
@@ -137,10 +153,22 @@ class ReadingRule:
     margin: float = 0.0
     confidence: float = 0.5
     invert_words: tuple[str, ...] = ()
+    tree: tuple[Any, ...] = ()
+    branches: tuple[ReadingRule, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.kind not in ("label", "nearest_number", "extremum"):
+        if self.kind not in RULE_KINDS:
             raise ValueError(f"unknown reading rule kind {self.kind!r}")
+        if (self.kind == "tree") != bool(self.tree):
+            raise ValueError("a tree rule needs a tree, and only a tree rule has one")
+        if self.tree:
+            _check_tree(self.tree, TREE_DEPTH)
+            if len(_tree_keys(self.tree)) > TREE_FEATURES:
+                raise ValueError(f"a tree rule reads at most {TREE_FEATURES} outputs")
+        if (self.kind == "branches") != bool(self.branches):
+            raise ValueError("a branches rule needs sub-rules, and only a branches rule has them")
+        if any(b.kind == "branches" for b in self.branches):
+            raise ValueError("branch rules do not nest")
         if self.kind == "label" and len(self.labels) != len(self.bins) + 1:
             raise ValueError("a label rule needs exactly one more label than bins")
         if self.kind == "label" and list(self.bins) != sorted(self.bins):
@@ -155,14 +183,40 @@ class ReadingRule:
             if not math.isfinite(v):
                 raise ValueError("reading rule numbers must be finite")
 
+    def read_keys(self) -> tuple[str, ...]:
+        """Output keys the rule reads (an ``extremum`` rule reads ``prefix + candidate`` keys)."""
+        if self.kind in ("label", "nearest_number"):
+            return (self.key,)
+        if self.kind == "tree":
+            return _tree_keys(self.tree)
+        if self.kind == "branches":
+            return tuple(k for b in self.branches for k in b.read_keys())
+        return ()
+
+    def applies(self, outputs: Mapping[str, Any], candidates: Sequence[str]) -> bool:
+        """Whether ``outputs`` hold what the rule reads (a ``branches`` rule: one of its branches)."""
+        if self.kind == "branches":
+            return any(b.applies(outputs, candidates) for b in self.branches)
+        if self.kind == "extremum":
+            return bool(candidates) and all(f"{self.prefix}{c}" in outputs for c in candidates)
+        return all(k in outputs for k in self.read_keys())
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly dict."""
-        d = asdict(self)
+        """JSON-friendly dict (fields a kind does not use are left out as before)."""
+        d = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("tree", "branches")
+        }
         d["bins"] = list(self.bins)
         d["labels"] = list(self.labels)
         d["invert_words"] = list(self.invert_words)
         if not self.invert_words:
             del d["invert_words"]  # rules without it serialize as before
+        if self.tree:
+            d["tree"] = _tree_json(self.tree)
+        if self.branches:
+            d["branches"] = [b.to_dict() for b in self.branches]
         return d
 
     @classmethod
@@ -173,6 +227,8 @@ class ReadingRule:
         kw["bins"] = tuple(float(x) for x in kw.get("bins", ()))
         kw["labels"] = tuple(kw.get("labels", ()))
         kw["invert_words"] = tuple(kw.get("invert_words", ()))
+        kw["tree"] = _tree_tuple(kw["tree"]) if kw.get("tree") else ()
+        kw["branches"] = tuple(cls.from_dict(b) for b in kw.get("branches", ()))
         return cls(**kw)
 
     def describe(self) -> str:
@@ -186,12 +242,63 @@ class ReadingRule:
             return "; ".join(cuts)
         if self.kind == "nearest_number":
             return f"choose the option whose number is nearest {self.scale:.4g} * {self.key} + {self.offset:.4g}"
+        if self.kind == "tree":
+            return f"two-feature rule: {_tree_text(self.tree)}; choose the option naming the class"
+        if self.kind == "branches":
+            return "; ".join(
+                f"when the outputs are {', '.join(b.read_keys()) or b.prefix + '<candidate>'}: "
+                f"{b.describe()}"
+                for b in self.branches
+            )
         text = f"choose the candidate with the {self.mode}imum {self.prefix}<candidate> score"
         if self.invert_words:
             other = "max" if self.mode == "min" else "min"
             words = ", ".join(f"'{w}'" for w in self.invert_words)
             text += f" (the {other}imum when the question says {words})"
         return text
+
+
+def _check_tree(node: Any, depth: int) -> None:
+    if isinstance(node, str):
+        if not node.strip():
+            raise ValueError("a tree leaf needs a class label")
+        return
+    if depth <= 0:
+        raise ValueError(f"a tree rule is at most {TREE_DEPTH} levels deep")
+    if not (isinstance(node, tuple) and len(node) == 4 and isinstance(node[0], str) and node[0]):
+        raise ValueError("a tree node is (key, cut, low, high)")
+    if not math.isfinite(float(node[1])):
+        raise ValueError("tree cuts must be finite")
+    _check_tree(node[2], depth - 1)
+    _check_tree(node[3], depth - 1)
+
+
+def _tree_keys(node: Any) -> tuple[str, ...]:
+    if isinstance(node, str) or not node:
+        return ()
+    out = [node[0]]
+    for k in (*_tree_keys(node[2]), *_tree_keys(node[3])):
+        if k not in out:
+            out.append(k)
+    return tuple(out)
+
+
+def _tree_json(node: Any) -> Any:
+    if isinstance(node, str):
+        return node
+    return [node[0], float(node[1]), _tree_json(node[2]), _tree_json(node[3])]
+
+
+def _tree_tuple(node: Any) -> Any:
+    if isinstance(node, str):
+        return node
+    return (str(node[0]), float(node[1]), _tree_tuple(node[2]), _tree_tuple(node[3]))
+
+
+def _tree_text(node: Any) -> str:
+    if isinstance(node, str):
+        return f"'{node}'"
+    return f"if {node[0]} < {node[1]:.4g} then {_tree_text(node[2])} else {_tree_text(node[3])}"
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,7 @@ CTX_MEMBERS: tuple[str, ...] = (
     "length",
     "question_mentions",
     "question_numbers",
+    "question_tokens",
 )
 """Methods of ``ctx`` (see :class:`ToolContext`)."""
 
@@ -387,6 +388,14 @@ class ToolContext(Facade):
     def question_numbers(self) -> tuple[float, ...]:
         """Numbers written in the question text, in order."""
         return tuple(self._inp.numbers())
+
+    def question_tokens(self) -> frozenset[str]:
+        """The question's normalized word tokens (lower case, numbers and punctuation left out).
+
+        A read-only set of strings (what a composite tool dispatches its branches on): the same
+        tokens the planner's kind matchers were learned from.
+        """
+        return self._inp.tokens()
 
     # -- internals (unreachable from tool code: the gate rejects names starting with '_') ---
     def _check_name(self, name: object) -> None:

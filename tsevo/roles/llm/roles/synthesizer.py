@@ -95,8 +95,9 @@ def check_reply(r: SynthReply) -> str | None:
     bad = [k for k in r.outputs if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", k)]
     if bad:
         return f"output keys must be identifiers of at most 64 characters: {bad[:4]}"
-    if rule is not None and rule.kind != "extremum" and rule.key not in r.outputs:
-        return f"reading_rule.key {rule.key!r} is not one of the outputs {r.outputs}"
+    missing = [k for k in rule.read_keys() if k not in r.outputs] if rule is not None else []
+    if missing:
+        return f"reading_rule reads {missing} that are not among the outputs {r.outputs}"
     return None
 
 

@@ -1,0 +1,185 @@
+"""Composite tools, the pieces below the planner: two-feature and per-branch reading rules, the
+question-token facade tools dispatch on (with attack cases), and kinds recovered from wording."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tsevo.data import Question, QuestionView
+from tsevo.library.context import ToolInput
+from tsevo.library.reading import apply_rule
+from tsevo.library.sandbox import Sandbox
+from tsevo.library.tool import ReadingRule
+from tsevo.roles.builtin.kinds import KindIndex, induce_kinds, masked_tokens, option_shape
+
+TREE = ReadingRule(
+    "tree",
+    tree=("lag1", 0.5, ("spec_slope", -1.0, "red", "white"), "red"),
+    margin=0.01,
+    confidence=0.8,
+)
+BRANCHES = ReadingRule(
+    "branches",
+    branches=(
+        ReadingRule("label", key="b1_slope", bins=(0.0,), labels=("downward", "upward")),
+        ReadingRule("nearest_number", key="b2_period", scale=2.0, offset=0.0, margin=0.05),
+        TREE.__class__("tree", tree=("b3_lag1", 0.5, "white", "red")),
+    ),
+)
+
+
+def test_tree_rule_reads_two_features_and_abstains_near_cuts():
+    opts = ("White noise", "Red noise")
+    assert apply_rule(TREE, {"lag1": 0.2, "spec_slope": -2.0}, opts).option == 1
+    assert apply_rule(TREE, {"lag1": 0.2, "spec_slope": 0.0}, opts).option == 0
+    assert apply_rule(TREE, {"lag1": 0.9}, opts).option == 1  # the high side is a leaf
+    assert apply_rule(TREE, {"lag1": 0.505, "spec_slope": 0.0}, opts).option is None  # band
+    assert apply_rule(TREE, {"lag1": 0.2}, opts).option is None  # second feature missing
+    assert TREE.read_keys() == ("lag1", "spec_slope")
+    assert ReadingRule.from_dict(TREE.to_dict()) == TREE
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [
+        ("a", 0.0, ("b", 0.0, ("c", 0.0, "x", "y"), "z"), "w"),  # depth 3
+        ("a", 0.0, ("b", 0.0, "x", "y"), ("c", 0.0, "x", "y")),  # three features
+        ("a", 0.0, "x", ""),  # empty leaf
+    ],
+)
+def test_tree_rule_limits_are_enforced(tree):
+    with pytest.raises(ValueError):
+        ReadingRule("tree", tree=tree)
+
+
+def test_branch_rule_reads_the_branch_whose_outputs_are_present():
+    up = apply_rule(BRANCHES, {"b1_slope": 0.4}, ("upward", "downward"))
+    assert up.option == 0
+    per = apply_rule(BRANCHES, {"b2_period": 6.1}, ("10", "12", "24"))
+    assert per.option == 1
+    assert apply_rule(BRANCHES, {"other": 1.0}, ("a", "b")).option is None
+    # two branches fire (two kinds with the same words): the one whose labels the options name reads
+    both = apply_rule(BRANCHES, {"b1_slope": 0.4, "b3_lag1": 0.9}, ("red", "white"))
+    assert both.option == 0
+    assert BRANCHES.applies({"b2_period": 1.0}, ()) and not BRANCHES.applies({}, ())
+    d = BRANCHES.to_dict()
+    assert ReadingRule.from_dict(d) == BRANCHES and len(d["branches"]) == 3
+    assert "b1_slope" in BRANCHES.describe() and "b2_period" in BRANCHES.describe()
+    with pytest.raises(ValueError):
+        ReadingRule("branches", branches=(BRANCHES,))
+
+
+def test_plain_rules_serialize_as_before():
+    d = ReadingRule("label", key="x", bins=(1.0,), labels=("a", "b")).to_dict()
+    assert "tree" not in d and "branches" not in d and "invert_words" not in d
+
+
+DISPATCH = """def kinded():
+    toks = ctx.question_tokens()
+    out = {}
+    if "anomaly" in toks and "where" in toks:
+        out["b1_n"] = float(len(toks))
+    if "trend" in toks and "upward" not in toks:
+        out["b2_n"] = 1.0
+    if not out:
+        return None
+    return out
+"""
+
+
+def _inp(text: str) -> ToolInput:
+    return ToolInput("q", "fp-" + text, text, {"y": np.arange(16.0)}, ("y",))
+
+
+@pytest.fixture(scope="module")
+def sb():
+    s = Sandbox()
+    yield s
+    s.close()
+
+
+def test_tools_dispatch_on_question_tokens(sb):
+    assert sb.check(DISPATCH).ok
+    res = sb.run(
+        DISPATCH,
+        [_inp("Where is the anomaly in series 3?"), _inp("What trend?"), _inp("Nothing.")],
+    )
+    assert res[0].outputs == {"b1_n": 6.0}  # "where is the anomaly in series": numbers left out
+    assert res[1].outputs == {"b2_n": 1.0}
+    assert res[2].status == "abstain"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "t = ctx.question_tokens()\n    t.add('x')\n    return {'a': 1.0}",  # immutable
+        "t = ctx.question_tokens('x')\n    return {'a': 1.0}",  # takes no argument
+    ],
+)
+def test_question_tokens_cannot_be_mutated(sb, body):
+    r = sb.run(f"def probe():\n    {body}\n", [_inp("Is the value above x?")])[0]
+    assert r.status == "error"
+
+
+def test_question_tokens_are_plain_words_without_numbers(sb):
+    src = (
+        "def probe():\n"
+        "    t = ctx.question_tokens()\n"
+        "    nums = [w for w in ('3', '3rd', '4', '5', '4.5', '120', 't=120') if w in t]\n"
+        "    return {'nums': float(len(nums)), 'n': float(len(t)), 'value': float('value' in t)}\n"
+    )
+    r = sb.run(src, [_inp("Is the 3rd value 4.5 above x_1 at t=120?")])[0]
+    assert r.outputs == {"nums": 0.0, "n": 7.0, "value": 1.0}  # is the rd value above x_ at
+
+
+def test_question_tokens_reach_nothing_behind_them(sb):
+    rep = sb.check(
+        "def probe():\n    return {'a': float(len(ctx.question_tokens().__class__.__name__))}\n"
+    )
+    assert not rep.ok and any("'_'" in r for r in rep.reasons)
+
+
+def _view(
+    qid: str, text: str, options: tuple[str, ...], names: tuple[str, ...] = ("X",)
+) -> QuestionView:
+    q = Question(
+        id=qid,
+        source="test",
+        task="mixed",
+        question=text,
+        options=options,
+        series={n: np.linspace(0, 1, 32) + i for i, n in enumerate(names)},
+        primary=names,
+    )
+    return QuestionView.of(q, "v" + qid)
+
+
+def test_kinds_recover_templates_from_wording():
+    yn = ("Yes", "No")
+    qs = [
+        _view("1", "Is the trend of X upward over the last 128 steps?", yn),
+        _view("2", "Is the trend of X upward over the last 200 steps?", yn),
+        _view("3", "Is the trend of X downward over the last 96 steps?", yn),  # one slot differs
+        _view("4", "Where does the anomaly occur in X?", ("Beginning", "Middle", "End")),
+        _view("5", "Where does the anomaly occur in X?", ("Start", "Center", "Finish")),
+        _view("6", "Does X Granger-cause Y?", yn, ("X", "Y")),
+    ]
+    assert masked_tokens(qs[0]) == masked_tokens(qs[1])
+    assert "@" in masked_tokens(qs[5]) and "#" in masked_tokens(qs[0])
+    assert option_shape(qs[3]) != option_shape(qs[4])
+    kinds = induce_kinds(qs)
+    sizes = sorted(len(k.members) for k in kinds)
+    assert sizes == [
+        1,
+        1,
+        1,
+        3,
+    ]  # trend template (slot: upward/downward), two anomaly kinds, causality
+    trend = next(k for k in kinds if len(k.members) == 3)
+    assert "*" in trend.template and {"trend", "last", "steps"} <= trend.anchor
+    assert "upward" not in trend.anchor
+    assert [k.id for k in induce_kinds(reversed(qs))] == [k.id for k in kinds]
+    idx = KindIndex(qs)
+    req, forb = idx.dispatch(idx.of["v4"])
+    assert idx.matches(qs[3], req, forb) and not idx.matches(qs[0], req, forb)

@@ -1,0 +1,196 @@
+"""Question kinds from wording alone: templates recovered from shared token structure.
+
+A real benchmark has one task label and many question kinds (templates), a handful of training
+questions each. The builtin roles recover the kinds without labels, ids or metadata, from what a
+role sees (:class:`~tsevo.data.QuestionView`):
+
+1. **Mask** the question text: lower-case word tokens, numbers become ``#`` and the names of the
+   question's own series (``A``, ``B``, ``X``, ``Series 1``...) become ``@``.
+2. **Shape** the options: ``candidate`` (options name candidate series), ``numeric`` (options are
+   numbers) or the sorted set of normalized option texts (``label``).
+3. **Recover templates**: masked texts of the same length and option shape that differ in at most
+   one position in eight are one template, the differing positions being its slots (union-find
+   over pairs). A kind is a template plus its option shape.
+
+Each kind carries the tokens every member shares (``anchor``): a composite tool dispatches its
+branches on them (``ctx.question_tokens()``), so a branch fires exactly on questions whose wording
+holds its kind's anchor and none of the words that set it apart from its neighbours (``forbid``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tsevo.data import QuestionView
+from tsevo.library.reading import norm_label, option_number
+from tsevo.library.tool import options_kind, question_tokens
+
+__all__ = ["Kind", "KindIndex", "induce_kinds", "masked_tokens", "option_shape"]
+
+_WORD = re.compile(r"[a-z0-9_]+(?:\.[0-9]+)?")
+_NUMBER = re.compile(r"^[0-9]+(?:\.[0-9]+)?$")
+
+
+def masked_tokens(q: QuestionView) -> tuple[str, ...]:
+    """The question's word tokens with numbers as ``#`` and its own series names as ``@``."""
+    names = {n.lower() for n in q.series}
+    name_words = {w for n in names for w in _WORD.findall(n)}
+    text = q.question if not q.context else f"{q.question} {q.context}"
+    out = []
+    for w in _WORD.findall(text.lower()):
+        if _NUMBER.match(w):
+            out.append("#")
+        elif w in names or (len(w) <= 2 and w in name_words):
+            out.append("@")
+        else:
+            out.append(w)
+    return tuple(out)
+
+
+def option_shape(q: QuestionView) -> str:
+    """``candidate``, ``numeric`` or ``label:<sorted normalized options>``."""
+    kind = options_kind(q.options, q.candidates)
+    if kind != "label":
+        return kind
+    if all(option_number(o) is not None for o in q.options):
+        return "numeric"
+    return "label:" + "|".join(sorted(norm_label(o) for o in q.options))
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One recovered question kind.
+
+    Attributes:
+        id: Content-derived id (``k`` + a hash of the template and option shape).
+        template: The masked token pattern; slots are ``*``.
+        shape: The option shape (see :func:`option_shape`).
+        anchor: Tokens every member's :func:`~tsevo.library.tool.question_tokens` contains.
+        members: Ids of the questions of this kind (the views' opaque ids).
+    """
+
+    id: str
+    template: tuple[str, ...]
+    shape: str
+    anchor: frozenset[str]
+    members: tuple[str, ...]
+
+    @property
+    def option_labels(self) -> tuple[str, ...]:
+        """The normalized option texts of a ``label`` kind (empty otherwise)."""
+        return (
+            tuple(self.shape.split(":", 1)[1].split("|")) if self.shape.startswith("label:") else ()
+        )
+
+    def describe(self) -> str:
+        """The template as text, e.g. ``is there an upward trend in @ ? [label:no|yes]``."""
+        return f"{' '.join(self.template)} [{self.shape}]"
+
+
+def _close(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    if len(a) != len(b):
+        return False
+    diff = sum(x != y for x, y in zip(a, b, strict=True))
+    return diff <= max(1, len(a) // 8)
+
+
+def induce_kinds(questions: Iterable[QuestionView]) -> list[Kind]:
+    """Recover the kinds of a set of questions (deterministic: independent of input order)."""
+    qs = sorted(questions, key=lambda q: q.fingerprint)
+    by_key: dict[tuple[tuple[str, ...], str], list[QuestionView]] = defaultdict(list)
+    for q in qs:
+        by_key[(masked_tokens(q), option_shape(q))].append(q)
+    keys = sorted(by_key)
+    parent = list(range(len(keys)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    by_shape: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for i, (toks, shape) in enumerate(keys):
+        by_shape[(len(toks), shape)].append(i)
+    for idx in by_shape.values():
+        for a_pos, i in enumerate(idx):
+            for j in idx[a_pos + 1 :]:
+                if _close(keys[i][0], keys[j][0]):
+                    parent[find(j)] = find(i)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i in range(len(keys)):
+        groups[find(i)].append(i)
+    kinds = []
+    for idx in groups.values():
+        pats = [keys[i][0] for i in idx]
+        shape = keys[idx[0]][1]
+        template = tuple(pos[0] if len(set(pos)) == 1 else "*" for pos in zip(*pats, strict=True))
+        members = [q for i in idx for q in by_key[keys[i]]]
+        anchor = frozenset.intersection(*(question_tokens(_text(q)) for q in members))
+        kid = "k" + hashlib.sha256(f"{' '.join(template)}\x00{shape}".encode()).hexdigest()[:8]
+        kinds.append(Kind(kid, template, shape, anchor, tuple(sorted(q.id for q in members))))
+    kinds.sort(key=lambda k: (k.template, k.shape))
+    return kinds
+
+
+def _text(q: QuestionView) -> str:
+    return q.question if not q.context else f"{q.question}\n{q.context}"
+
+
+class KindIndex:
+    """Kinds of a set of questions, with each question's kind and each kind's dispatch words.
+
+    Args:
+        questions: The questions (views) to index.
+    """
+
+    def __init__(self, questions: Iterable[QuestionView]) -> None:
+        self.questions = {q.id: q for q in questions}
+        self.kinds = induce_kinds(self.questions.values())
+        self.by_id = {k.id: k for k in self.kinds}
+        self.of = {m: k.id for k in self.kinds for m in k.members}
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def members(self, kind_id: str) -> list[QuestionView]:
+        """The questions of one kind."""
+        return [self.questions[m] for m in self.by_id[kind_id].members]
+
+    def dispatch(
+        self, kind_id: str, among: Sequence[str] = ()
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Words a question must hold (``require``) and must not hold (``forbid``) to be of this kind.
+
+        ``require`` is the kind's anchor. ``forbid`` holds, for each other kind in ``among`` whose
+        anchor contains this one's, one word of that kind's anchor that this kind's members never
+        use, so the narrower kind's questions do not fire this kind's branch.
+        """
+        k = self.by_id[kind_id]
+        used = frozenset().union(*(question_tokens(_text(q)) for q in self.members(kind_id)))
+        forbid = set()
+        for other in among or [x.id for x in self.kinds]:
+            o = self.by_id.get(other)
+            if o is None or o.id == k.id or not k.anchor < o.anchor:
+                continue
+            extra = sorted(o.anchor - used)
+            if extra:
+                forbid.add(extra[0])
+        return tuple(sorted(k.anchor)), tuple(sorted(forbid))
+
+    def matches(self, q: QuestionView, require: Sequence[str], forbid: Sequence[str]) -> bool:
+        """Whether ``q``'s tokens hold every ``require`` word and no ``forbid`` word."""
+        toks = question_tokens(_text(q))
+        return all(w in toks for w in require) and not any(w in toks for w in forbid)
+
+
+def shared_shapes(kinds: Iterable[Kind]) -> Mapping[str, list[str]]:
+    """Kinds grouped by option shape (kinds that share an option set can pool their reading rules)."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for k in kinds:
+        out[k.shape].append(k.id)
+    return dict(out)
