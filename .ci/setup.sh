@@ -14,6 +14,11 @@ PY
   echo "setup: creating $VENV with $("$PYTHON" --version)"
   "$PYTHON" -m venv "$VENV"
 fi
+# libseccomp for the sandbox's OS layer (pyseccomp loads it with ctypes); Debian ships it as libseccomp2
+if ! ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  echo "setup: installing libseccomp2"
+  (apt-get update -qq && apt-get install -y -qq --no-install-recommends libseccomp2) || echo "setup: libseccomp2 unavailable"
+fi
 PIP=("$VENV/bin/pip" --disable-pip-version-check -q)
 if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null; then
   echo "setup: installing torch==2.13.0"

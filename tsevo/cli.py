@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,9 +17,11 @@ from tsevo.data.synthetic import make_suite
 from tsevo.demo import run_demo
 from tsevo.evolve import ProtocolConfig, eval_library, evolve
 from tsevo.library.library import Library
+from tsevo.library.sandbox import SandboxError
+from tsevo.library.sandbox.limits import ALLOW_ENV
 from tsevo.roles import RoleSet, RunStopped
 from tsevo.roles.llm.config import RoleConfigs
-from tsevo.store import RunLayout
+from tsevo.store import RunFolderBusy, RunLayout
 from tsevo.widgets.export import export_html
 
 __all__ = ["build_parser", "eval_text", "main"]
@@ -225,14 +228,28 @@ def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``tsevo`` command."""
     p = argparse.ArgumentParser(prog="tsevo", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
+    unconfined = argparse.ArgumentParser(add_help=False)
+    unconfined.add_argument(
+        "--allow-unconfined-sandbox",
+        action="store_true",
+        help="run tools even where the sandbox's seccomp layer cannot be installed",
+    )
 
-    demo = sub.add_parser("demo", help="run the main job offline on the embedded synthetic suite")
+    demo = sub.add_parser(
+        "demo",
+        parents=[unconfined],
+        help="run the main job offline on the embedded synthetic suite",
+    )
     demo.add_argument("--out", type=Path, default=Path("runs/demo"))
     demo.add_argument("--size", default="default", help="tiny | default | large | N per family")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=_cmd_demo)
 
-    ev = sub.add_parser("evolve", help="run evolution rounds and store everything in a run folder")
+    ev = sub.add_parser(
+        "evolve",
+        parents=[unconfined],
+        help="run evolution rounds and store everything in a run folder",
+    )
     ev.add_argument(
         "--suite",
         default="synthetic:default",
@@ -252,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evl = sub.add_parser(
         "eval",
+        parents=[unconfined],
         help="answer a suite with a library on any backend; paired deltas against the bare agent",
     )
     evl.add_argument("--library", type=Path, required=True, help="a library folder")
@@ -299,9 +317,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
+    if getattr(args, "allow_unconfined_sandbox", False):
+        os.environ[ALLOW_ENV] = "1"
     try:
         rc: int = args.func(args)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, RunFolderBusy, SandboxError) as exc:
         print(f"tsevo: error: {exc}", file=sys.stderr)
         return 2
     return rc

@@ -13,7 +13,7 @@ from tsevo.library.library import Library
 from tsevo.library.roots import make_root
 from tsevo.library.sandbox import Sandbox
 from tsevo.roles import Callback, RoleSet, RunStopped
-from tsevo.store import RunStore
+from tsevo.store import RunStore, run_lock
 
 from .config import ProtocolConfig
 from .evaluate import Evaluator, outcomes, paired_frame, task_table
@@ -164,6 +164,21 @@ def evolve(
     roles = roles if roles is not None else RoleSet.builtin()
     if not suite.splits:
         raise ValueError("evolve needs a split suite (Suite.split)")
+    with run_lock(out):  # one writer per run folder; a second one fails at once
+        return _evolve(suite, roles, cfg, out, callbacks, sandbox, suite_ref, log, progress)
+
+
+def _evolve(
+    suite: Suite,
+    roles: RoleSet,
+    cfg: ProtocolConfig,
+    out: str | Path | None,
+    callbacks: Sequence[Callback],
+    sandbox: Any,
+    suite_ref: str,
+    log: Callable[[str], None],
+    progress: bool,
+) -> EvolutionResult:
     hooks = [*roles.callbacks, *callbacks]
     store, resumed = (None, False)
     if out is not None:
@@ -173,6 +188,8 @@ def evolve(
     sb = sandbox if sandbox is not None else Sandbox()
     status = "error"
     try:
+        if store is not None and hasattr(sb, "os_layers"):
+            store.update_manifest(sandbox=sb.os_layers())  # refuses to start when unconfined
         result = _rounds(suite, roles, cfg, store, sb, hooks, log, _Progress(progress))
         status = "finished"
         return result

@@ -137,7 +137,7 @@ def scope_matches(
     if scope.options_kind != "any" and options_kind(q.options, q.candidates) != scope.options_kind:
         return False
     toks = tokens if tokens is not None else question_tokens(q.question)
-    if not scope.matcher.matches(toks):
+    if not scope.matcher.matches(toks) or not scope.matches_kind(toks):
         return False
     return scope.anti_matcher.is_trivial or not scope.anti_matcher.matches(toks)
 
@@ -331,7 +331,7 @@ class Library:
             for td in d["tools"]:
                 f = sd / f"{td['id']}.py"
                 source = f.read_text(encoding="utf-8") if f.exists() else ""
-                tools.append(Tool.from_dict(td, source=source))
+                tools.append(_verified_tool(td, source, f, sd / "stage.json"))
             stages.append(
                 Stage(
                     round=int(d["round"]),
@@ -356,6 +356,28 @@ class Library:
             for s in self.stages
             for t in s.tools
         ]
+
+
+def _verified_tool(td: dict[str, Any], source: str, src_file: Path, stage_file: Path) -> Tool:
+    """A tool read from a library folder, refused unless its stored content hash matches.
+
+    Raises:
+        ValueError: naming the file at fault: the tool's source (edited after saving, or
+            missing) or ``stage.json`` (no hash, or edited metadata).
+    """
+    if not td.get("hash"):
+        raise ValueError(
+            f"{stage_file}: tool {td.get('id')!r} has no stored hash; a library folder whose "
+            "content cannot be verified is refused (save it again with Library.save)"
+        )
+    try:
+        return Tool.from_dict(td, source=source)
+    except ValueError as e:
+        where = src_file if src_file.exists() else stage_file
+        raise ValueError(
+            f"{where}: tool {td.get('id')!r} does not match the hash stored in {stage_file} "
+            f"(edited after it was saved?): {e}"
+        ) from e
 
 
 def _recover(dest: Path) -> None:

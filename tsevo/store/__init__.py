@@ -13,17 +13,21 @@ from .files import (
     read_jsonl,
 )
 from .layout import CandidatePaths, RoundPaths, RunLayout
+from .lock import RunFolderBusy, RunLock, run_lock
 from .run import RunStore, default_manifest
 
 __all__ = [
     "CandidatePaths",
     "RecordLog",
     "RoundPaths",
+    "RunFolderBusy",
     "RunLayout",
+    "RunLock",
     "RunStore",
     "atomic_write_bytes",
     "atomic_write_text",
     "check_no_secrets",
     "default_manifest",
     "read_jsonl",
+    "run_lock",
 ]

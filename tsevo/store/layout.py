@@ -12,6 +12,7 @@ Layout (DESIGN.md §3)::
       llm/config.json  llm/accounting.json   LLM role configs and accounting (LLM backend only)
       llm_cache.sqlite                    the LLM response cache (LLM backend only)
       notebook_metrics/<name>.json        small metrics a notebook records
+      run.lock                            the writers' advisory lock (holder's PID; :class:`RunLock`)
 
 Package code names a run's files only through :class:`RunLayout` and :class:`RoundPaths`; no other
 module spells a run-relative path.
@@ -260,6 +261,11 @@ class RunLayout:
     def llm_cache(self) -> Path:
         """The LLM response cache."""
         return self.root / "llm_cache.sqlite"
+
+    @property
+    def lock(self) -> Path:
+        """The advisory lock file a writer holds (its PID inside; see ``tsevo.store.RunLock``)."""
+        return self.root / "run.lock"
 
     def notebook_metrics(self, name: str) -> Path:
         """Metrics a notebook recorded."""

@@ -159,6 +159,13 @@ class RunStore:
         man: dict[str, Any] = self.read_json(self.layout.manifest)
         return man
 
+    def update_manifest(self, **fields: Any) -> None:
+        """Set top-level manifest fields (e.g. which sandbox layers this session ran under)."""
+        man = self.manifest
+        man.update(fields)
+        check_no_secrets(man, "manifest.json")
+        atomic_write_text(self.layout.manifest, dumps(man))
+
     # ------------------------------------------------------------------ events
     def event(self, kind: str, **data: Any) -> None:
         """Append one event (``kind`` plus JSON data) to the event log."""

@@ -12,12 +12,14 @@ must return a flat dict of finite numbers or booleans (or ``None`` to abstain)::
     with Sandbox(SandboxLimits(cpu_s_per_item=1, wall_s_per_item=2)) as sb:
         results = sb.run(source, [ToolInput.from_question(q) for q in questions])
 
-**This is not a security boundary against a determined attacker.** CPython cannot be sandboxed
-from the inside (its own developers say so), and every layer below has known bypass classes in
-other projects. It is defence in depth against the mistakes and occasional mischief of generated
-code: it makes accidental I/O, accidental non-determinism, runaway loops and answer leakage fail
-loudly instead of silently corrupting an experiment. Run the whole agent inside a container or VM
-if the code generator is untrusted.
+**What this is and is not.** CPython cannot be sandboxed from the inside (its own developers say
+so), so layers 1-4 are defence in depth against the mistakes and occasional mischief of generated
+code: they make accidental I/O, accidental non-determinism, runaway loops and answer leakage fail
+loudly instead of silently corrupting an experiment. The file, network and exec boundary is
+layer 5, enforced by the kernel in every child (seccomp-bpf, and Landlock where the kernel has
+it): code that got past layers 1-2 still cannot read outside the interpreter's and packages'
+trees, write or create files, open sockets, run programs, fork or signal other processes. It is
+not a VM: a tool can still read its own child's memory and encode it in its numbers.
 
 The layers:
 
@@ -53,15 +55,23 @@ The layers:
    What these limits add over the first two layers: runaway code really stops (unlike a thread
    timeout), memory bombs fail with ``MemoryError`` instead of swapping the machine, writing file
    contents fails (``EFBIG``), opening many files fails, and nothing a tool does survives its batch
-   (no state poisoning across calls). What they do not add: a filesystem or network boundary. Code
-   that escaped layers 1-2 could still read files, create empty ones and open sockets; seccomp,
-   Landlock or namespaces would be needed for that and are not used here.
+   (no state poisoning across calls). The worker's environment carries no credentials
+   (:func:`.process.worker_env`).
 4. **Output contract** (:mod:`.contract`), checked in the parent on an inert description the child
    produced, JSON or packed float64 values with their keys checked once per schema (the parent
    never unpickles tool-influenced data): ``None`` or a flat dict of at
    most ``max_outputs`` identifier-like keys (<= 64 chars) with finite float/int/bool values; no
    strings, so no option text can be returned. With ``check_determinism=True`` each item runs twice
    in the same child and disagreeing runs are errors.
+5. **OS layer** (:mod:`.oslayer`), installed by each child after its rlimits and before any
+   tool code runs: a seccomp-bpf program compiled once in the zygote (``pyseccomp`` over
+   libseccomp) refuses exec, fork/clone, sockets, ptrace, signals to other processes, opening a
+   file for writing or creating one, every file-system change, and changes of limits, credentials
+   and namespaces (``EPERM``); Landlock (where the kernel offers it) allows reading only beneath
+   the interpreter's prefixes, the shared libraries and the imported packages' folders. The zygote
+   probes both at start; ``SandboxLimits.os_layer="require"`` (the default) refuses to start when
+   seccomp cannot be installed, and :meth:`Sandbox.os_layers` reports what is active (the engine
+   records it in the run manifest).
 
 Error kinds in :class:`ToolResult`: ``gate``, ``timeout``, ``cpu``, ``memory``, ``exception``,
 ``contract``, ``nondeterministic``, ``covariate``.

@@ -29,6 +29,7 @@ from tsevo.library.context import ToolInput
 from .contract import FastEncoder, encode_value
 from .facades import CovariateAccessError, ToolContext
 from .limits import SandboxLimits, cpu_budget
+from .oslayer import OsLayer
 from .wire import (
     CUR,
     DONE,
@@ -130,6 +131,7 @@ class ChildRunner:
         self.window = window
         self.libc = lib
         self.warm_frame = _warm_frame()
+        self.oslayer = OsLayer("off")  # the zygote replaces it once the layer is prepared
 
     def warm_up(self) -> None:
         """Run the warm-up batch through the real code path (into a scratch buffer)."""
@@ -153,34 +155,50 @@ class ChildRunner:
         os.close(task_r)
         if frame is None:
             return 0  # the zygote shut down without giving us work
-        job = self.prepare(frame)
+        code, name, start, end, inputs, runs, lim = self.decode(frame)
         del frame
-        self.confine(job[-1], job[5], job[3] - job[2])
-        if self.loop(shm, *job):
+        self.confine(lim, runs, end - start)
+        try:
+            self.oslayer.install(self.libc)
+        except OSError:
+            return 71  # never run a tool unconfined when the layer was prepared
+        ns, fn = self.bind(code, name)
+        if self.loop(shm, ns, fn, start, end, inputs, runs, lim):
             os.write(res_w, FULL)
         else:
             os.write(res_w, DONE)
         return 0
 
     def prepare(self, frame: bytes) -> tuple[Any, ...]:
-        """Decode a task frame: ``(ns, fn, start, end, inputs, runs, lim)``."""
+        """Decode a task frame and bind its tool: ``(ns, fn, start, end, inputs, runs, lim)``."""
+        code, name, start, end, inputs, runs, lim = self.decode(frame)
+        return (*self.bind(code, name), start, end, inputs, runs, lim)
+
+    def decode(self, frame: bytes) -> tuple[Any, ...]:
+        """Decode a task frame (no tool code runs): ``(code, name, start, end, inputs, runs, lim)``."""
         start, end = RANGE.unpack_from(frame)
         req = pickle.loads(memoryview(frame)[RANGE.size :])
         code = compile(req["source"], "<tool>", "exec")
         lim: dict[str, Any] = req["limits"]
         inputs = unwire_inputs(req["inputs"], start, end, self.window)
-        # One globals dict per child: a tool cannot rebind globals (no `global`, no attribute
-        # stores, no access to the dict), so only `ctx` changes between items.
+        return code, req["function"], start, end, inputs, int(req["runs"]), lim
+
+    def bind(self, code: Any, name: str) -> tuple[dict[str, Any], Any]:
+        """Run the tool's module code in a fresh globals dict: ``(ns, fn)``.
+
+        One globals dict per child: a tool cannot rebind globals (no `global`, no attribute
+        stores, no access to the dict), so only `ctx` changes between items.
+        """
         ns = dict(self.base_ns)
         exec(code, ns)
-        return ns, ns[req["function"]], start, end, inputs, int(req["runs"]), lim
+        return ns, ns[name]
 
     def pre_confine(self, task_r: int, res_w: int) -> None:  # pragma: no cover - in the child
         """The limits that do not depend on the batch, set before the child waits for one."""
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
-        keep = sorted({task_r, res_w})
+        keep = sorted({task_r, res_w, *self.oslayer.keep_fds()})
         lo = 3
         for fd in keep:
             if fd > lo:

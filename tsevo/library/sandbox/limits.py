@@ -3,10 +3,26 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SandboxLimits", "cpu_budget"]
+__all__ = ["ALLOW_ENV", "MODES", "SandboxLimits", "cpu_budget", "effective_mode"]
+
+ALLOW_ENV = "TSEVO_ALLOW_UNCONFINED_SANDBOX"
+"""Set to ``1`` to run without the OS layer where it cannot be installed (``"require"`` -> ``"best"``)."""
+
+MODES = ("require", "best", "off")
+"""Values of :attr:`SandboxLimits.os_layer`."""
+
+
+def effective_mode(mode: str) -> str:
+    """The OS-layer mode after the opt-out variable (``"require"`` may become ``"best"``)."""
+    if mode not in MODES:
+        raise ValueError(f"os_layer must be one of {MODES}, not {mode!r}")
+    if mode == "require" and os.environ.get(ALLOW_ENV, "").strip() not in ("", "0"):
+        return "best"
+    return mode
 
 
 @dataclass(frozen=True)
@@ -28,6 +44,10 @@ class SandboxLimits:
             by the number of CPUs).
         min_items_per_child: A batch gets one more child per this many items (up to the max).
         startup_timeout_s: How long the worker may take to import numpy/scipy/primitives.
+        os_layer: The OS-level layer in every child (seccomp-bpf, and Landlock where the
+            kernel has it; :mod:`.oslayer`): ``"require"`` refuses to start without seccomp
+            (``TSEVO_ALLOW_UNCONFINED_SANDBOX=1`` turns it into ``"best"``), ``"best"`` uses
+            what is available, ``"off"`` installs nothing.
     """
 
     cpu_s_per_item: float = 2.0
@@ -40,6 +60,7 @@ class SandboxLimits:
     max_children: int = 4
     min_items_per_child: int = 512
     startup_timeout_s: float = 120.0
+    os_layer: str = "require"
 
     def __post_init__(self) -> None:
         if self.cpu_s_per_item <= 0 or self.wall_s_per_item <= 0:
@@ -50,6 +71,8 @@ class SandboxLimits:
             raise ValueError("nofile must be at least 8")
         if self.max_children < 1 or self.min_items_per_child < 1:
             raise ValueError("max_children and min_items_per_child must be at least 1")
+        if self.os_layer not in MODES:
+            raise ValueError(f"os_layer must be one of {MODES}")
 
 
 def cpu_budget(lim: dict[str, Any], runs: int, n_items: int) -> int:

@@ -13,13 +13,13 @@ import subprocess
 import sys
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import wire as _w
 from .results import SandboxError
 
-__all__ = ["WorkerProcess"]
+__all__ = ["WorkerProcess", "worker_env"]
 
 WORKER_COMMAND = "from tsevo.library.sandbox.worker import main; main()"
 """What the worker's fresh interpreter runs (``python -c``)."""
@@ -28,8 +28,10 @@ WORKER_COMMAND = "from tsevo.library.sandbox.worker import main; main()"
 class WorkerProcess:
     """One zygote process and its pipes (no locking: the Sandbox serializes access)."""
 
-    def __init__(self, preload: Sequence[str], startup_timeout_s: float) -> None:
-        env = dict(os.environ)
+    def __init__(
+        self, preload: Sequence[str], startup_timeout_s: float, os_layer: str = "require"
+    ) -> None:
+        env = worker_env(os.environ)
         for var in (
             "OMP_NUM_THREADS",
             "OPENBLAS_NUM_THREADS",
@@ -61,7 +63,7 @@ class WorkerProcess:
         self._finalizer = weakref.finalize(self, _kill_group, self.proc, self.memfd, self.window)
         self.window_used = 0
         try:
-            self.send({"preload": list(preload), "inputs_fd": self.memfd})
+            self.send({"preload": list(preload), "inputs_fd": self.memfd, "os_layer": os_layer})
             hello = json.loads(self.receive(time.monotonic() + startup_timeout_s))
         except (OSError, TimeoutError, EOFError) as e:
             self.kill()
@@ -126,6 +128,17 @@ class WorkerProcess:
         except (OSError, subprocess.TimeoutExpired):
             pass
         self.kill()
+
+
+#: Environment variables never passed to the worker (credentials a tool could read and encode).
+_SECRET_ENV = frozenset(
+    {"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS", "AUTH"}
+)
+
+
+def worker_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The parent's environment less what names a credential (``OPENAI_API_KEY``, ``HF_TOKEN``)."""
+    return {k: v for k, v in environ.items() if not _SECRET_ENV & set(k.upper().split("_"))}
 
 
 def _kill_group(

@@ -17,7 +17,7 @@ from tsevo.library.context import ToolInput
 
 from .decode import decode_stream
 from .gate import GateReport, check_source
-from .limits import SandboxLimits
+from .limits import SandboxLimits, effective_mode
 from .process import WorkerProcess
 from .results import ErrorKind, SandboxError, Status, ToolResult, error_result
 from .wire import wire_inputs
@@ -60,7 +60,8 @@ class Sandbox:
         if w is not None:
             w.kill()
             self.restarts += 1
-        self._worker = WorkerProcess(self.preload, self.limits.startup_timeout_s)
+        mode = effective_mode(self.limits.os_layer)
+        self._worker = WorkerProcess(self.preload, self.limits.startup_timeout_s, mode)
         self._gate_cache.clear()
         return self._worker
 
@@ -81,6 +82,15 @@ class Sandbox:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def os_layers(self) -> dict[str, Any]:
+        """Which OS-level layers the children run under (starts the worker; see :mod:`.oslayer`).
+
+        Raises:
+            SandboxError: ``os_layer="require"`` and seccomp cannot be installed here.
+        """
+        with self._lock:
+            return dict(self._ensure_worker().info.get("os_layer") or {})
 
     @property
     def primitive_names(self) -> frozenset[str]:

@@ -47,6 +47,8 @@ from tsevo.library.primitives import CATALOG
 from .child import PR_SET_PDEATHSIG, ChildRunner, exc_message, libc, vm_bytes
 from .facades import build_base_namespace
 from .limits import cpu_budget
+from .oslayer import UnconfinedError
+from .oslayer import prepare as prepare_os_layer
 from .wire import (
     CUR,
     DONE,
@@ -80,7 +82,9 @@ class _Child:
 
 
 class _Zygote:
-    def __init__(self, preload: Sequence[str], inputs_fd: int | None = None) -> None:
+    def __init__(
+        self, preload: Sequence[str], inputs_fd: int | None = None, os_layer: str = "off"
+    ) -> None:
         for spec in preload:
             modname, _, func = spec.partition(":")
             pre = importlib.import_module(modname)
@@ -99,6 +103,7 @@ class _Zygote:
         self.live_shm: list[mmap.mmap] = []
         self.runner = ChildRunner(base_ns, map_inputs(inputs_fd), libc())
         self.runner.warm_up()
+        self.runner.oslayer = prepare_os_layer(os_layer, self.runner.libc)
         gc.collect()
         gc.freeze()  # keep the GC from touching (and copying) the inherited heap in children
 
@@ -408,11 +413,10 @@ def main() -> None:
         return
     init = pickle.loads(frame)
     try:
-        zyg = _Zygote(init.get("preload", ()), init.get("inputs_fd"))
+        zyg = _Zygote(init.get("preload", ()), init.get("inputs_fd"), init.get("os_layer", "off"))
     except BaseException as e:
-        write_frame(
-            out_fd, json.dumps({"op": "hello", "ok": False, "error": exc_message(e)}).encode()
-        )
+        err = str(e) if isinstance(e, UnconfinedError) else exc_message(e)
+        write_frame(out_fd, json.dumps({"op": "hello", "ok": False, "error": err}).encode())
         return
     hello = {
         "op": "hello",
@@ -423,6 +427,7 @@ def main() -> None:
         "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", ""),
         "vm_mb": vm_bytes() // (1 << 20),
         "inputs_window": zyg.runner.window is not None,
+        "os_layer": zyg.runner.oslayer.report(),
     }
     write_frame(out_fd, json.dumps(hello).encode())
     try:

@@ -37,6 +37,7 @@ import json
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,7 @@ from .config import LLMError
 
 __all__ = [
     "VERDICTS",
+    "CacheCorrupted",
     "CachedReply",
     "ReplayMiss",
     "ResponseCache",
@@ -130,6 +132,38 @@ class ReplayMiss(LLMError):
         )
 
 
+class CacheCorrupted(LLMError):
+    """A replay cassette failed SQLite's integrity check (it is never trusted)."""
+
+
+def _integrity_problem(conn: sqlite3.Connection) -> str | None:
+    """What SQLite's quick check finds wrong with an open database (None when it is sound)."""
+    try:
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+        if [r[0] for r in rows] != ["ok"]:
+            return "; ".join(str(r[0]) for r in rows[:3])
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "responses" in tables:
+            conn.execute("SELECT COUNT(*), MAX(length(text)) FROM responses").fetchone()
+    except sqlite3.DatabaseError as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def _set_aside(path: Path) -> Path:
+    """Rename a corrupted database (and its WAL and shared-memory files) out of the way."""
+    n = 1
+    while path.with_name(f"{path.name}.corrupt-{n}").exists():
+        n += 1
+    target = path.with_name(f"{path.name}.corrupt-{n}")
+    path.replace(target)
+    for suffix in ("-wal", "-shm", "-journal"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.replace(target.with_name(target.name + suffix))
+    return target
+
+
 class ResponseCache:
     """SQLite-backed reply store; safe for concurrent threads.
 
@@ -162,7 +196,9 @@ class ResponseCache:
                 )
             p.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
+        #: Where a corrupted file was set aside when this cache was opened (None: it was sound).
+        self.set_aside: Path | None = None
+        self._conn = self._connect()
         self.hits = 0
         self.misses = 0
         #: Schema version of the file (1: a pre-sample file read as it is, in replay mode).
@@ -202,6 +238,34 @@ class ResponseCache:
             else:
                 self.schema_version = version
         self._cols = _COLUMNS if self.schema_version >= 2 else _LEGACY_COLUMNS
+
+    def _connect(self) -> sqlite3.Connection:
+        """Open the file; a corrupted or truncated one is never trusted.
+
+        In ``read_write`` mode it is set aside (renamed to ``<name>.corrupt-<n>``, with its WAL)
+        and a new, empty cache is built in its place, so the affected requests are simply asked
+        again; in ``replay`` mode a corrupted cassette is an error.
+        """
+        conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
+        if self.path == MEMORY or not Path(self.path).exists():
+            return conn
+        problem = _integrity_problem(conn)
+        if problem is None:
+            return conn
+        conn.close()
+        if self.mode == "replay":
+            raise CacheCorrupted(
+                f"the LLM response cache {self.path} is corrupted ({problem}); a corrupted "
+                "cassette cannot be replayed: re-record it with cache_mode='read_write'"
+            )
+        self.set_aside = _set_aside(Path(self.path))
+        warnings.warn(
+            f"the LLM response cache {self.path} was corrupted ({problem}); it was set aside as "
+            f"{self.set_aside} and a new cache is built (replies are requested again)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
 
     def _upgrade_from_1(self) -> None:
         """Add the sample and verdict columns to a schema-1 file (inside the open transaction)."""
