@@ -37,7 +37,7 @@ from tsevo.library.library import Library
 from tsevo.library.roots import make_root
 from tsevo.notebook import CONFIGS
 from tsevo.roles import RoleSet
-from tsevo.store import RunLayout
+from tsevo.store import RunLayout, RunLock
 
 __all__ = [
     "COMPARISON_COLUMNS",
@@ -184,9 +184,10 @@ def run_spec(
             print(f"would run {nb.name} with {point} -> {folder}")
             continue
         params = {k: v for k, v in point.items() if k != "run_dir"}
-        done += execute_notebooks(
-            folder / "run", notebooks=[nb], out_dir=folder / "notebooks", parameters=params
-        )
+        with RunLock(folder):  # one study process per grid point (its kernel locks the run)
+            done += execute_notebooks(
+                folder / "run", notebooks=[nb], out_dir=folder / "notebooks", parameters=params
+            )
     return done
 
 
