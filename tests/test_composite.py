@@ -183,3 +183,101 @@ def test_kinds_recover_templates_from_wording():
     idx = KindIndex(qs)
     req, forb = idx.dispatch(idx.of["v4"])
     assert idx.matches(qs[3], req, forb) and not idx.matches(qs[0], req, forb)
+
+
+def test_composite_source_computes_what_the_planner_measured(sb):
+    """Every branch's prefixed outputs in the sandbox equal the planner-side values, on every mode."""
+    from tsevo.data.synthetic import make_suite
+    from tsevo.library.primitives import CATALOG
+    from tsevo.roles.builtin.composite import Branch, branch_rule, composite_source
+    from tsevo.roles.builtin.measure import Spec, spec_values
+
+    specs = [
+        Spec("trend"),
+        Spec("window_compare", "window4"),
+        Spec("shape_distance", "cand"),
+        Spec("xcorr", "pair"),
+        Spec("forecast", "qnum", (("h", "#0"),)),
+    ]
+    brs = [
+        Branch(
+            (f"k{i}",),
+            (),
+            (),
+            sp,
+            CATALOG[sp.primitive].outputs[:2],
+            ReadingRule(
+                "label", key=CATALOG[sp.primitive].outputs[0], bins=(0.0,), labels=("a", "b")
+            ),
+        )
+        for i, sp in enumerate(specs)
+    ]
+    src = composite_source(brs, "comp")
+    assert sb.check(src).ok
+    qs = list(make_suite("tiny", seed=3))[:40]
+    for q, r in zip(qs, sb.run(src, [ToolInput.from_question(q) for q in qs]), strict=True):
+        want = {}
+        for i, b in enumerate(brs, 1):
+            for k, v in (spec_values(b.spec, QuestionView.of(q, "x")) or {}).items():
+                base = k.rsplit("_", 1)[0] if b.spec.mode == "cand" else k
+                if base in b.keys:
+                    want[f"b{i}_{k}"] = v
+        assert dict(r.outputs or {}) == pytest.approx(want)
+    rule = branch_rule(brs)
+    assert [b.read_keys()[0] for b in rule.branches] == [
+        f"b{i}_{b.keys[0]}" for i, b in enumerate(brs, 1)
+    ]
+
+
+def test_a_composite_card_becomes_a_dispatching_tool_with_kind_scopes(sb):
+    from tsevo.library.tool import Contract, Scope
+    from tsevo.roles.builtin.composite import Branch
+    from tsevo.roles.builtin.measure import Spec
+    from tsevo.roles.builtin.synthesizer import TemplateSynthesizer
+    from tsevo.roles.protocols import ContractCard, WorkGroup
+
+    up = Branch(
+        ("k1",),
+        ("trend",),
+        ("noise",),
+        Spec("trend"),
+        ("slope",),
+        ReadingRule("label", key="slope", bins=(0.0,), labels=("downward", "upward")),
+        {"cv_acc": 0.9},
+    )
+    loc = Branch(
+        ("k2",),
+        ("anomaly", "where"),
+        (),
+        Spec("spikes"),
+        ("max_index_frac",),
+        ReadingRule("label", key="max_index_frac", bins=(0.5,), labels=("early", "late")),
+        {"cv_acc": 0.7},
+    )
+    card = ContractCard(
+        "b", "create", "tool", "", "missing_measurement", "", "", Contract("c"), Scope(),
+        plan={"composite": True, "branches": [up.to_dict(), loc.to_dict()]},
+    )  # fmt: skip
+    group = WorkGroup("g1", (card,), card.contract, card.scope)
+    syn = TemplateSynthesizer()
+    t1 = syn.synthesize(group, 1, [], [])
+    assert t1 is not None and t1.contract.measurement.startswith("composite(trend.slope; spikes.")
+    assert len(t1.scope.kinds) == 2 and t1.guidance.rule is not None
+    res = sb.run(
+        t1.source,
+        [
+            _inp("Is the trend upward?"),
+            _inp("Is the trend under the noise upward?"),
+            _inp("Where is the anomaly?"),
+        ],
+    )
+    assert set(res[0].outputs or {}) == {"b1_slope"}
+    assert res[1].status == "abstain"  # the forbidden word keeps the branch from firing
+    assert set(res[2].outputs or {}) == {"b2_max_index_frac"}
+    # a second attempt keeps only the branches that cross-validated at least 0.8
+    from tsevo.roles.protocols import AttemptFeedback
+
+    t2 = syn.synthesize(
+        group, 2, [AttemptFeedback(1, t1.id, t1.contract.measurement, "harmful")], []
+    )
+    assert t2 is not None and t2.contract.measurement == "composite(trend.slope)"

@@ -119,6 +119,8 @@ class Scope:
         matcher: Text matcher the question must satisfy.
         anti_matcher: Text matcher the question must NOT satisfy (anti-scope); ignored when trivial.
         options_kind: Required option shape: ``numeric``, ``label``, ``candidate`` or ``any``.
+        kinds: Question kinds it serves, one matcher each (a composite tool's branches): when
+            given, the question must satisfy at least one of them.
     """
 
     tasks: tuple[str, ...] = ()
@@ -128,10 +130,15 @@ class Scope:
     matcher: Matcher = field(default_factory=Matcher)
     anti_matcher: Matcher = field(default_factory=Matcher)
     options_kind: str = "any"
+    kinds: tuple[Matcher, ...] = ()
+
+    def matches_kind(self, tokens: frozenset[str]) -> bool:
+        """True when there are no kind matchers or the tokens satisfy one of them."""
+        return not self.kinds or any(k.matches(tokens) for k in self.kinds)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly dict."""
-        return {
+        """JSON-friendly dict (``kinds`` only when there are some: older scopes keep their bytes)."""
+        d: dict[str, Any] = {
             "tasks": list(self.tasks),
             "evidence": list(self.evidence),
             "arity": self.arity,
@@ -140,6 +147,9 @@ class Scope:
             "anti_matcher": self.anti_matcher.to_dict(),
             "options_kind": self.options_kind,
         }
+        if self.kinds:
+            d["kinds"] = [k.to_dict() for k in self.kinds]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Scope:
@@ -152,6 +162,7 @@ class Scope:
             matcher=Matcher.from_dict(d.get("matcher") or {}),
             anti_matcher=Matcher.from_dict(d.get("anti_matcher") or {}),
             options_kind=d.get("options_kind", "any"),
+            kinds=tuple(Matcher.from_dict(k) for k in d.get("kinds") or ()),
         )
 
     def describe(self) -> str:
@@ -163,6 +174,8 @@ class Scope:
             parts.append(f"evidence: {', '.join(self.evidence)}")
         if not self.matcher.is_trivial:
             parts.append(f"when: {self.matcher.describe()}")
+        if self.kinds:
+            parts.append("kinds: " + " | ".join(k.describe(top=4) for k in self.kinds))
         anti = list(self.anti_tasks)
         if not self.anti_matcher.is_trivial:
             anti.append(self.anti_matcher.describe())
@@ -199,4 +212,7 @@ def merge_scopes(scopes: Sequence[Scope]) -> Scope:
     terms = {t: min(s.matcher.terms[t] for s in scopes) for t in sorted(common)}
     thr = min(s.matcher.threshold for s in scopes) if terms else 0.0
     matcher = Matcher(terms, thr, first.matcher.require, first.matcher.forbid)
-    return replace(first, tasks=tasks, evidence=evidence, matcher=matcher)
+    kinds: tuple[Matcher, ...] = ()
+    if all(s.kinds for s in scopes):  # a scope without kind matchers serves every kind
+        kinds = tuple(dict.fromkeys(k for s in scopes for k in s.kinds))
+    return replace(first, tasks=tasks, evidence=evidence, matcher=matcher, kinds=kinds)

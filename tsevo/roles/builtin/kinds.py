@@ -4,7 +4,7 @@ A real benchmark has one task label and many question kinds (templates), a handf
 questions each. The builtin roles recover the kinds without labels, ids or metadata, from what a
 role sees (:class:`~tsevo.data.QuestionView`):
 
-1. **Mask** the question text: lower-case word tokens, numbers become ``#`` and the names of the
+1. **Mask** the question text (not its context): lower-case word tokens, numbers become ``#`` and the names of the
    question's own series (``A``, ``B``, ``X``, ``Series 1``...) become ``@``.
 2. **Shape** the options: ``candidate`` (options name candidate series), ``numeric`` (options are
    numbers) or the sorted set of normalized option texts (``label``).
@@ -39,9 +39,8 @@ def masked_tokens(q: QuestionView) -> tuple[str, ...]:
     """The question's word tokens with numbers as ``#`` and its own series names as ``@``."""
     names = {n.lower() for n in q.series}
     name_words = {w for n in names for w in _WORD.findall(n)}
-    text = q.question if not q.context else f"{q.question} {q.context}"
     out = []
-    for w in _WORD.findall(text.lower()):
+    for w in _WORD.findall(q.question.lower()):
         if _NUMBER.match(w):
             out.append("#")
         elif w in names or (len(w) <= 2 and w in name_words):
@@ -138,7 +137,8 @@ def induce_kinds(questions: Iterable[QuestionView]) -> list[Kind]:
 
 
 def _text(q: QuestionView) -> str:
-    return q.question if not q.context else f"{q.question}\n{q.context}"
+    # the question alone: what a scope's matchers read (a tool's tokens add the context's words)
+    return q.question
 
 
 class KindIndex:

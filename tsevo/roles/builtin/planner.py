@@ -28,9 +28,12 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.tree import DecisionTreeClassifier
 
 from tsevo.data import QuestionView
+from tsevo.library.primitives import CATALOG
 from tsevo.library.tool import Contract, Scope, question_tokens
 
 from ..protocols import ContractCard, Dossier, Example
+from .concepts import relevance
+from .kindplan import KindPlanSettings, composite_card, plan_kinds
 from .lifecycle import lifecycle_card
 from .measure import Spec, SpecCache
 from .rules import Row, cross_validate, fit_rule, separation, train_accuracy, tune_margin
@@ -47,6 +50,9 @@ from .specs import (
 
 __all__ = ["MeasurementPlanner", "RankedMeasurement", "fit_matcher"]
 
+#: Composite planning (one branch per question kind); ``None`` plans one measurement per bucket.
+#: Off until it is measured on the development presets.
+DEFAULT_KINDS: KindPlanSettings | None = None
 _RULE_FOR_OPTIONS = {"candidate": "extremum", "numeric": "nearest_number", "label": "label"}
 _SKIP_KEYS = re.compile(r"^(n|n_bins|h|chronos|df|used_lag|used_lags|period_used)$")
 
@@ -97,12 +103,14 @@ class MeasurementPlanner:
         keep: int = 6,
         combo_gain: float = 0.05,
         combo_partners: int = 4,
+        kinds: KindPlanSettings | None = DEFAULT_KINDS,
     ) -> None:
         self.cache = cache if cache is not None else SpecCache()
         self.top_k = top_k
         self.keep = keep
         self.combo_gain = combo_gain
         self.combo_partners = combo_partners
+        self.kinds = kinds
 
     # ------------------------------------------------------------------ search
     def prepare(self, dossiers: Sequence[Dossier], workers: int = 1) -> int:
@@ -141,9 +149,20 @@ class MeasurementPlanner:
         return len(todo)
 
     def rank(
-        self, examples: Sequence[Example], exclude: Sequence[str] = ()
+        self,
+        examples: Sequence[Example],
+        exclude: Sequence[str] = (),
+        groups: frozenset[str] | None = None,
+        few: bool = False,
+        words: frozenset[str] = frozenset(),
     ) -> tuple[str, str, list[RankedMeasurement]]:
-        """Rank measurements on the examples; returns (option kind, arity, ranking)."""
+        """Rank measurements on the examples; returns (option kind, arity, ranking).
+
+        ``groups`` restricts the search to primitives of those catalog groups (``None``: all);
+        ``few`` fits and cross-validates in the few-examples regime (leave-one-out); ``words``
+        (the question kind's words) break ties among equally cross-validated measurements in favour
+        of those whose names speak of them (:func:`~.concepts.relevance`).
+        """
         labeled = [e for e in examples if e.gold is not None]
         qs = [e.question for e in labeled]
         gold = {e.question.id: int(e.gold) for e in labeled if e.gold is not None}
@@ -158,6 +177,8 @@ class MeasurementPlanner:
         rule_kind = _RULE_FOR_OPTIONS[okind]
         screened: list[tuple[float, float, float, int, str, Spec, str, Any, list[Row]]] = []
         for spec in enumerate_specs(modes_for(arity, qs)):
+            if groups is not None and CATALOG[spec.primitive].group not in groups:
+                continue
             vals = [self.cache.get(spec, q) for q in qs]
             present = [v for v in vals if v]
             if len(present) < max(3, len(qs) // 2):
@@ -183,7 +204,7 @@ class MeasurementPlanner:
                     if len(col) < 3 or float(np.ptp(col)) == 0.0:
                         continue
                 try:
-                    rule = fit_rule(rule_kind, rows, key)
+                    rule = fit_rule(rule_kind, rows, key, few=few)
                     if rule is None:
                         continue
                     acc = train_accuracy(rule, rows)
@@ -198,16 +219,18 @@ class MeasurementPlanner:
         ranked: list[RankedMeasurement] = []
         for acc, sep, cover, _, _, spec, key, rule, rows in screened[: self.top_k]:
             try:
-                cv = cross_validate(rule_kind, rows, key)
+                cv = cross_validate(rule_kind, rows, key, few=few)
             except (ValueError, ArithmeticError, np.linalg.LinAlgError):
                 continue
             conf = round(min(0.99, max(0.05, cv)), 4)
             tuned = tune_margin(_replace(rule, confidence=conf), rows)
             ranked.append(RankedMeasurement(spec, key, tuned, cv, acc, cover, sep))
-        # equal cross-validated readings: the widest class separation is the least likely fluke
+        # equal cross-validated readings: the one whose name speaks of the question's words, then
+        # the widest class separation, is the least likely fluke
         ranked.sort(
             key=lambda r: (
                 -r.cv_acc,
+                -relevance(words, r.spec.describe(r.key), CATALOG[r.spec.primitive].summary),
                 -r.separation,
                 -r.train_acc,
                 len(r.spec.params),
@@ -358,6 +381,10 @@ class MeasurementPlanner:
             card = lifecycle_card(dossier)
             if card is not None:
                 return card
+        if self.kinds is not None:
+            branches, report = plan_kinds(self, dossier, self.kinds)
+            if branches and len(report) >= 2:
+                return composite_card(dossier, branches, report)
         seen: set[str] = set()
         uniq = []
         for e in [*dossier.support, *dossier.background]:

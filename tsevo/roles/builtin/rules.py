@@ -72,11 +72,11 @@ def _acc(rule: ReadingRule, rows: Sequence[Row]) -> float:
     return hits / len(rows)
 
 
-def _fit_label(rows: Sequence[Row], key: str) -> ReadingRule | None:
+def _fit_label(rows: Sequence[Row], key: str, min_points: int = 4) -> ReadingRule | None:
     pts = [
         (r.values[key], norm_label(r.options[r.gold])) for r in rows if r.values and key in r.values
     ]
-    if len(pts) < 4:
+    if len(pts) < min_points:
         return None
     by: dict[str, list[float]] = {}
     for v, lab in pts:
@@ -181,7 +181,7 @@ def _fit_alternating(
     return total, rule
 
 
-def _fit_nearest(rows: Sequence[Row], key: str) -> ReadingRule | None:
+def _fit_nearest(rows: Sequence[Row], key: str, min_points: int = 3) -> ReadingRule | None:
     xs, ys = [], []
     for r in rows:
         if not r.values or key not in r.values:
@@ -191,13 +191,14 @@ def _fit_nearest(rows: Sequence[Row], key: str) -> ReadingRule | None:
             continue
         xs.append(r.values[key])
         ys.append(g)
-    if len(xs) < 3:
+    if len(xs) < min_points:
         return None
     x = np.asarray(xs)
     y = np.asarray(ys)
     cands = [(1.0, 0.0)]
     if (
-        np.all(np.isfinite(x))
+        len(xs) >= 3
+        and np.all(np.isfinite(x))
         and np.all(np.abs(x) < 1e12)
         and np.ptp(x) > 1e-12 * (1 + np.abs(x).max())
     ):
@@ -270,12 +271,17 @@ def _fit_extremum(rows: Sequence[Row], key: str) -> ReadingRule | None:
     return ReadingRule("extremum", prefix=f"{key}_", mode=mode, margin=0.02, invert_words=(w,))  # type: ignore[arg-type]
 
 
-def fit_rule(kind: str, rows: Sequence[Row], key: str) -> ReadingRule | None:
-    """Fit a rule of ``kind`` reading ``key`` (for ``extremum``: the base key) on ``rows``."""
+def fit_rule(kind: str, rows: Sequence[Row], key: str, *, few: bool = False) -> ReadingRule | None:
+    """Fit a rule of ``kind`` reading ``key`` (for ``extremum``: the base key) on ``rows``.
+
+    ``few``: the few-examples regime (a question kind with a handful of train rows): a label rule
+    from two rows of two classes, a numeric reading from one row (identity or a scale through the
+    origin; the affine fit still needs three).
+    """
     if kind == "label":
-        return _fit_label(rows, key)
+        return _fit_label(rows, key, 2 if few else 4)
     if kind == "nearest_number":
-        return _fit_nearest(rows, key)
+        return _fit_nearest(rows, key, 1 if few else 3)
     if kind == "extremum":
         return _fit_extremum(rows, key)
     raise ValueError(f"unknown rule kind {kind!r}")
@@ -285,19 +291,24 @@ def _fold(qid: str, k: int) -> int:
     return int(hashlib.sha256(qid.encode()).hexdigest()[:8], 16) % k
 
 
-def cross_validate(kind: str, rows: Sequence[Row], key: str, k: int = 5) -> float:
-    """Grouped k-fold accuracy of fitting a rule on k-1 folds and reading the held-out fold."""
+def cross_validate(
+    kind: str, rows: Sequence[Row], key: str, k: int = 5, *, few: bool = False
+) -> float:
+    """Grouped k-fold accuracy of fitting a rule on k-1 folds and reading the held-out fold.
+
+    ``few``: leave-one-out with the few-examples fits (see :func:`fit_rule`).
+    """
     if len(rows) < 2:
         return 0.0
-    k = min(k, len(rows))
-    folds = [_fold(r.qid, k) for r in rows]
+    k = len(rows) if few else min(k, len(rows))
+    folds = list(range(len(rows))) if few else [_fold(r.qid, k) for r in rows]
     hits = 0
     for f in range(k):
         train = [r for r, g in zip(rows, folds, strict=True) if g != f]
         test = [r for r, g in zip(rows, folds, strict=True) if g == f]
         if not test:
             continue
-        rule = fit_rule(kind, train, key)
+        rule = fit_rule(kind, train, key, few=few)
         if rule is None:
             continue
         hits += sum(

@@ -11,15 +11,20 @@ checks and sandbox as any LLM-written tool. A repair for a contract violation dr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from tsevo.library.library import slug
-from tsevo.library.tool import Contract, Guidance, Provenance, ReadingRule, Tool
+from tsevo.library.tool import Contract, Guidance, Matcher, Provenance, ReadingRule, Tool
 
 from ..protocols import AttemptFeedback, Example, WorkGroup
+from .composite import Branch, branch_rule, composite_measurement, composite_source
 from .measure import Spec, spec_source
 
-__all__ = ["TemplateSynthesizer"]
+__all__ = ["COMPOSITE_BARS", "TemplateSynthesizer"]
+
+#: Composite attempts: every branch first, then only branches cross-validated at least this well.
+COMPOSITE_BARS = (0.0, 0.8, 0.9)
 
 
 def _candidates(group: WorkGroup) -> list[dict[str, Any]]:
@@ -106,6 +111,8 @@ class TemplateSynthesizer:
         """
         tried = {h.measurement for h in history}
         card = group.cards[0]
+        if card.plan.get("composite"):
+            return self._composite_draft(group, attempt, tried)
         if card.artifact_kind in ("usage_guidance", "scope_override"):
             if history:
                 return None
@@ -123,6 +130,45 @@ class TemplateSynthesizer:
             if m["measurement"] not in tried:
                 return self._draft(group, attempt, m, None)
         return None
+
+    def _composite_draft(self, group: WorkGroup, attempt: int, tried: set[str]) -> Tool | None:
+        """A composite tool; later attempts keep only the branches that cross-validated better."""
+        branches = [Branch.from_dict(b) for c in group.cards for b in c.plan.get("branches", ())]
+        for bar in COMPOSITE_BARS:
+            keep = [b for b in branches if float(b.stats.get("cv_acc", 0.0)) >= bar]
+            if keep and composite_measurement(keep) not in tried:
+                break
+        else:
+            return None
+        measurement = composite_measurement(keep)
+        fname = f"kinds_{len(keep)}_" + slug(group.id, 20)
+        rule = branch_rule(keep)
+        lines = [
+            f"b{i}: {b.describe()} ({b.stats.get('template', '')})" for i, b in enumerate(keep, 1)
+        ]
+        text = (
+            "Computes one measurement per question kind (branch); how to read each: "
+            + rule.describe()
+        )
+        scope = replace(
+            group.scope, kinds=tuple(Matcher(require=b.require, forbid=b.forbid) for b in keep)
+        )
+        return Tool(
+            id=f"draft.{group.id}.a{attempt}",
+            kind="tool",
+            name=fname,
+            description=f"composite of {len(keep)} branches: " + "; ".join(lines)[:400],
+            source=composite_source(
+                keep, name=fname, doc=f"Evidence per question kind: {measurement}."
+            ),
+            scope=scope,
+            contract=replace(group.contract, measurement=measurement),
+            guidance=Guidance(text, rule),
+            outputs=(),
+            provenance=Provenance(
+                bucket=",".join(group.bucket_ids), attempt=attempt, action="create"
+            ),
+        )
 
     def _lifecycle_draft(self, group: WorkGroup, attempt: int) -> Tool:
         card = group.cards[0]

@@ -1,0 +1,222 @@
+"""What a question's words point at: a small lexicon from wording to measurement families.
+
+A rule fitted on four examples is usually spurious when it is searched over hundreds of
+measurements. A statistician reading "is the series stationary?" looks at unit-root tests and
+autocorrelation first, not at spectral band ratios. This lexicon is that reading: general domain
+vocabulary (word stems) mapped to the catalog groups of :mod:`tsevo.library.primitives` that
+measure the concept. The builtin planner searches the groups a kind's words point at first, and
+the whole catalog only with a stricter bar. It is written from the vocabulary of time-series
+analysis, not from any benchmark's templates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["CONCEPTS", "groups_for", "relevance"]
+
+_WORDS = re.compile(r"[a-z]+")
+
+_TREND = ("trend", "trend_shape", "segments", "summary", "window")
+_CYCLE = ("spectral", "seasonal", "cycle", "autocorr", "wavelet")
+_ANOMALY = ("anomaly", "changepoint", "motif", "window", "summary")
+_NOISE = ("noise", "entropy", "autocorr", "spectral", "wavelet")
+_STATIONARY = ("stationarity", "autocorr", "trend", "window")
+_MEMORY = ("autocorr", "stationarity", "noise")
+_CAUSAL = ("causality", "lag", "correlation")
+_SIMILAR = ("shape", "correlation", "distribution", "comparison", "transform")
+_DISTRIBUTION = ("distribution", "summary", "comparison")
+_REGIME = ("changepoint", "window", "segments", "trend_shape")
+_SPREAD = ("window", "summary", "noise", "distribution")
+_LEVEL = ("summary", "window", "trend")
+_FUTURE = ("forecast", "trend", "summary")
+_TRANSFORM = ("transform", "wavelet", "shape")
+_COMPLEXITY = ("entropy", "autocorr", "noise")
+
+#: Word stem -> catalog groups. A token matches a stem of five letters or more when it starts with
+#: it; a shorter stem only as the word itself (or with ``s``, ``ed``, ``ged``, ``ing``).
+CONCEPTS: dict[str, tuple[str, ...]] = {
+    # direction and shape of the overall movement
+    "trend": _TREND,
+    "upward": _TREND,
+    "downward": _TREND,
+    "increas": _TREND,
+    "decreas": _TREND,
+    "rising": _TREND,
+    "rise": _TREND,
+    "falling": _TREND,
+    "slope": _TREND,
+    "grow": _TREND,
+    "declin": _TREND,
+    "direction": _TREND,
+    "linear": _TREND,
+    "exponential": _TREND,
+    "accelerat": _TREND,
+    "decelerat": _TREND,
+    "monoton": _TREND,
+    # cycles
+    "season": _CYCLE,
+    "cycl": _CYCLE,
+    "period": _CYCLE,
+    "oscillat": _CYCLE,
+    "frequen": _CYCLE,
+    "repeat": _CYCLE,
+    "harmonic": _CYCLE,
+    "sinus": _CYCLE,
+    "wave": _CYCLE,
+    "amplitude": ("seasonal", "cycle", "window", "summary", "spectral"),
+    # anomalies and events
+    "anomal": _ANOMALY,
+    "outlier": _ANOMALY,
+    "spike": _ANOMALY,
+    "unusual": _ANOMALY,
+    "abnormal": _ANOMALY,
+    "sudden": _ANOMALY,
+    "glitch": _ANOMALY,
+    "event": _ANOMALY,
+    "irregular": _ANOMALY,
+    # noise
+    "noise": _NOISE,
+    "noisy": _NOISE,
+    "white": _NOISE,
+    "red": _NOISE,
+    "snr": _NOISE,
+    "signal": _NOISE,
+    "random": _NOISE,
+    "smooth": ("noise", "entropy", "transform", "wavelet"),
+    # stationarity and memory
+    "stationar": _STATIONARY,
+    "unit": _STATIONARY,
+    "revert": _STATIONARY,
+    "reversion": _STATIONARY,
+    "integrat": _STATIONARY,
+    "drift": _STATIONARY,
+    "walk": _STATIONARY,
+    "autoregress": _MEMORY,
+    "autocorrelat": _MEMORY,
+    "moving": _MEMORY,
+    "memory": _MEMORY,
+    "persist": _MEMORY,
+    "arma": _MEMORY,
+    # relations between series
+    "granger": _CAUSAL,
+    "caus": _CAUSAL,
+    "lead": _CAUSAL,
+    "lag": _CAUSAL,
+    "influenc": _CAUSAL,
+    "driv": _CAUSAL,
+    "correlat": ("correlation", "lag", "causality", "shape"),
+    "relationship": ("correlation", "lag", "causality"),
+    "similar": _SIMILAR,
+    "shape": _SIMILAR,
+    "resembl": _SIMILAR,
+    "match": _SIMILAR,
+    "alike": _SIMILAR,
+    "distance": _SIMILAR,
+    "flip": _SIMILAR,
+    "mirror": _SIMILAR,
+    "invert": _SIMILAR,
+    "pattern": _SIMILAR + _CYCLE,
+    "distribut": _DISTRIBUTION,
+    "histogram": _DISTRIBUTION,
+    # regimes, levels, spread
+    "regime": _REGIME,
+    "switch": _REGIME,
+    "shift": _REGIME,
+    "change": _REGIME,
+    "break": _REGIME,
+    "segment": _REGIME,
+    "level": _LEVEL,
+    "mean": _LEVEL,
+    "average": _LEVEL,
+    "median": _LEVEL,
+    "moment": _SPREAD + _LEVEL,
+    "varian": _SPREAD,
+    "volatil": _SPREAD,
+    "variab": _SPREAD,
+    "fluctuat": _SPREAD,
+    "spread": _SPREAD,
+    "deviation": _SPREAD,
+    "heterosced": _SPREAD,
+    "multiplicative": ("seasonal", "noise", "window"),
+    "additive": ("seasonal", "noise", "window"),
+    # future, transforms, complexity
+    "forecast": _FUTURE,
+    "future": _FUTURE,
+    "next": _FUTURE,
+    "predict": _FUTURE + _COMPLEXITY,
+    "transform": _TRANSFORM,
+    "differenc": _TRANSFORM,
+    "cumulative": _TRANSFORM,
+    "entropy": _COMPLEXITY,
+    "complex": _COMPLEXITY,
+    "regular": _COMPLEXITY,
+}
+
+
+def groups_for(tokens: Iterable[str]) -> frozenset[str]:
+    """Catalog groups the words point at (empty when no word is in the lexicon)."""
+    out: set[str] = set()
+    for t in tokens:
+        for stem, groups in CONCEPTS.items():
+            if _hits(t, stem):
+                out.update(groups)
+    return frozenset(out)
+
+
+def _hits(token: str, stem: str) -> bool:
+    if len(stem) >= 5:
+        return token.startswith(stem)
+    return token in (stem, stem + "s", stem + "ed", stem + "ged", stem + "ing")
+
+
+_STOP = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "from",
+        "with",
+        "that",
+        "this",
+        "what",
+        "which",
+        "when",
+        "where",
+        "into",
+        "over",
+        "than",
+        "then",
+        "there",
+        "their",
+        "does",
+        "series",
+        "value",
+        "values",
+        "time",
+        "each",
+        "between",
+        "first",
+        "second",
+        "more",
+        "less",
+        "most",
+        "least",
+    ]
+)
+
+
+def _stem(w: str) -> str:
+    return w[:5]
+
+
+def relevance(words: Iterable[str], name: str, summary: str = "") -> int:
+    """How many of a question's words a measurement's name or summary speaks of (a prior tie-break).
+
+    ``name`` is the measurement's description (primitive and output key, e.g.
+    ``spikes.n_spikes``); ``summary`` the primitive's one-line summary. Words of four letters or
+    more are compared by their first five letters; common words are ignored.
+    """
+    parts = {_stem(p) for p in _WORDS.findall(f"{name} {summary}".lower()) if len(p) >= 4}
+    return sum(1 for w in set(words) if len(w) >= 4 and w not in _STOP and _stem(w) in parts)
