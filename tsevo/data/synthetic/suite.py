@@ -25,10 +25,13 @@ from . import (
     window,
 )
 from ._base import DIFFICULTIES, Family, family_key
+from .mixed import CATEGORIES, make_mixed_suite, mixed_oracle
+from .mixed import PRESET as MIXED
 from .naive import naive_answer
 
 __all__ = [
     "FAMILIES",
+    "PRESETS",
     "SIZES",
     "make_suite",
     "oracle_answer",
@@ -56,6 +59,8 @@ FAMILIES: dict[str, Family] = {
 }
 
 SIZES: dict[str, int] = {"tiny": 24, "default": 200, "large": 800}
+#: Presets that are not a size of the 12 families (``make_suite(PRESETS[0], seed)``).
+PRESETS: tuple[str, ...] = (MIXED,)
 SPLIT_FRACTIONS = (0.5, 0.25, 0.25)
 
 
@@ -91,14 +96,24 @@ def make_suite(
     suite is reproducible byte for byte and a larger size extends a smaller one. Even indices are
     ``easy``, odd indices ``hard``; subtasks rotate so every subtask appears at both difficulties.
 
+    ``size="mixed"`` is a different preset (:mod:`tsevo.data.synthetic.mixed`): about 70
+    question kinds in five categories, one task label, opaque ids and 3-6 training questions per
+    kind, the regime of public TS-QA benchmarks.
+
     Args:
-        size: ``"tiny"`` (24 per family), ``"default"`` (200), ``"large"`` (800), or an int.
+        size: ``"tiny"`` (24 per family), ``"default"`` (200), ``"large"`` (800), an int, or
+            ``"mixed"``.
         seed: Generation and split seed.
-        families: Family names to include (default: all, in ``FAMILIES`` order).
+        families: Family names to include (default: all, in ``FAMILIES`` order; not with
+            ``"mixed"``).
 
     Returns:
         A :class:`~tsevo.data.Suite` named ``synthetic-<size>-s<seed>`` with splits assigned.
     """
+    if isinstance(size, str) and size == MIXED:
+        if families is not None:
+            raise ValueError(f"the {MIXED!r} preset has no families to choose")
+        return make_mixed_suite(int(seed))
     n = resolve_size(size)
     names = list(FAMILIES) if families is None else list(families)
     unknown = [f for f in names if f not in FAMILIES]
@@ -120,17 +135,40 @@ def make_suite(
 def oracle_answer(q: Question) -> int:
     """The family oracle's answer (the family is read from ``q.metadata["family"]``).
 
+    Questions of the ``mixed`` preset are answered by their kind's solver.
+
     Raises:
         KeyError: when the question is not a synthetic-family question.
     """
     fam = q.metadata.get("family")
+    if fam == MIXED:
+        return mixed_oracle(q)
     if fam not in FAMILIES:
         raise KeyError(f"question {q.id!r} has no known synthetic family (metadata family={fam!r})")
     return FAMILIES[str(fam)].oracle(q)
 
 
+def _report_key(q: Question) -> str | None:
+    """The row a question counts in: its family, or ``mixed/<category>``; None if neither."""
+    fam = q.metadata.get("family")
+    if fam in FAMILIES:
+        return str(fam)
+    if fam == MIXED:
+        return f"{MIXED}/{q.metadata.get('category', '')}"
+    return None
+
+
+def _report_order(key: str) -> tuple[int, int]:
+    if key in FAMILIES:
+        return 0, list(FAMILIES).index(key)
+    cat = key.split("/", 1)[1]
+    return 1, CATEGORIES.index(cat) if cat in CATEGORIES else len(CATEGORIES)
+
+
 def solver_report(suite: Suite) -> pd.DataFrame:
     """Oracle and naive accuracy per (family, difficulty).
+
+    Questions of the ``mixed`` preset count per category, as family ``mixed/<category>``.
 
     Returns:
         A DataFrame with columns family, task, difficulty, n, oracle, naive, chance (accuracies
@@ -138,18 +176,17 @@ def solver_report(suite: Suite) -> pd.DataFrame:
     """
     rows: dict[tuple[str, str], list[Question]] = {}
     for q in suite:
-        if q.gold is None or q.metadata.get("family") not in FAMILIES:
+        key = _report_key(q)
+        if q.gold is None or key is None:
             continue
-        key = (str(q.metadata["family"]), str(q.metadata.get("difficulty", "")))
-        rows.setdefault(key, []).append(q)
-    order = {name: i for i, name in enumerate(FAMILIES)}
+        rows.setdefault((key, str(q.metadata.get("difficulty", ""))), []).append(q)
     out = []
-    for fam, diff in sorted(rows, key=lambda k: (order[k[0]], k[1])):
+    for fam, diff in sorted(rows, key=lambda k: (_report_order(k[0]), k[1])):
         qs = rows[(fam, diff)]
         out.append(
             {
                 "family": fam,
-                "task": FAMILIES[fam].task,
+                "task": FAMILIES[fam].task if fam in FAMILIES else qs[0].task,
                 "difficulty": diff,
                 "n": len(qs),
                 "oracle": float(np.mean([oracle_answer(q) == q.gold for q in qs])),
@@ -170,23 +207,24 @@ def summary_text(suite: Suite) -> str:
         counts = {sp: sum(1 for v in suite.splits.values() if v == sp) for sp in SPLITS}
         lines.append("splits: " + ", ".join(f"{sp}={counts[sp]}" for sp in SPLITS))
     lines.append("")
-    head = f"{'family':<15}{'diff':<6}{'n':>5}{'train':>7}{'val':>5}{'test':>6}"
+    fw = max([15] + [len(f) + 1 for f in report["family"]])
+    head = f"{'family':<{fw}}{'diff':<6}{'n':>5}{'train':>7}{'val':>5}{'test':>6}"
     lines.append(head + f"{'oracle':>8}{'naive':>7}{'chance':>8}")
     for r in report.itertuples(index=False):
         ids = [
             q.id
             for q in suite
-            if q.metadata.get("family") == r.family and q.metadata.get("difficulty") == r.difficulty
+            if _report_key(q) == r.family and q.metadata.get("difficulty") == r.difficulty
         ]
         sp = [suite.splits.get(i) for i in ids]
         lines.append(
-            f"{r.family:<15}{r.difficulty:<6}{r.n:>5}{sp.count('train'):>7}{sp.count('val'):>5}"
+            f"{r.family:<{fw}}{r.difficulty:<6}{r.n:>5}{sp.count('train'):>7}{sp.count('val'):>5}"
             f"{sp.count('test'):>6}{r.oracle:>8.3f}{r.naive:>7.3f}{r.chance:>8.3f}"
         )
     if len(report):
         w = report["n"].to_numpy(dtype=float)
         lines.append(
-            f"{'all':<11}{'':<6}{int(w.sum()):>9}{'':>18}"
+            f"{'all':<{fw - 4}}{'':<6}{int(w.sum()):>9}{'':>18}"
             f"{np.average(report['oracle'], weights=w):>8.3f}"
             f"{np.average(report['naive'], weights=w):>7.3f}"
             f"{np.average(report['chance'], weights=w):>8.3f}"
