@@ -150,6 +150,13 @@ AFFINE_INVARIANT: dict[str, tuple[str, ...]] = {
     "sample_entropy": ("sampen",),
     "permutation_entropy": ("pe",),
     "spectral_entropy": ("spectral_entropy",),
+    "kernel_change_points": ("n_changes", "first_loc_frac", "max_mean_shift_sigma", "max_log_var_ratio"),
+    "dwt_energy": ("e_d1", "e_d2", "e_d5", "e_approx", "dominant_level", "wavelet_entropy"),
+    "catch22": ("acf_timescale", "acf_first_min", "low_freq_power", "forecast_error", "trev"),
+    "arma_order": ("p", "q", "ic_gain", "resid_var_ratio", "acf_cutoff", "pacf_cutoff"),
+    "arch_lm": ("lm", "p", "r2", "sq_acf1"),
+    "window_moments": ("mean_slope_sigma", "mean_range_sigma", "log_std_slope", "anova_p", "levene_p"),
+    "regime_switch": ("mean_gap_sigma", "log_sd_ratio", "lr_stat"),
     # pair primitives: the same positive affine map applied to both, and each independently below
     "xcorr": ("best_lag", "peak_corr", "corr_at_zero"),
     "granger": ("f_a_to_b", "f_b_to_a"),

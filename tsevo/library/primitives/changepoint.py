@@ -1,11 +1,16 @@
-"""Change points: binary segmentation with Gaussian costs, type of change, CUSUM (group ``changepoint``)."""
+"""Change points: binary segmentation with Gaussian costs, kernel PELT (ruptures), type of change, CUSUM.
+
+Group ``changepoint``.
+"""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
-from scipy import stats
+import ruptures as rpt
+from scipy import spatial, stats
 
 from ._common import (
     FloatArray,
@@ -19,7 +24,7 @@ from ._common import (
 )
 from ._registry import primitive
 
-__all__ = ["CHANGE_TYPES", "change_points", "change_type", "cusum"]
+__all__ = ["CHANGE_TYPES", "change_points", "change_type", "cusum", "kernel_change_points"]
 
 CHANGE_TYPES = ("mean", "variance", "slope")
 
@@ -211,4 +216,109 @@ def cusum(y: Any) -> Result:
             "loc_frac": split / n,
             "shift_sigma": shift,
         }
+    )
+
+
+_MAX_CPD_POINTS = 1024
+
+
+def _block_mean(x: FloatArray, limit: int) -> tuple[FloatArray, int]:
+    """Block averages of x by the smallest integer factor bringing it to <= ``limit`` samples."""
+    f = int(np.ceil(x.size / limit))
+    if f <= 1:
+        return x, 1
+    nb = x.size // f
+    return np.asarray(x[: nb * f].reshape(nb, f).mean(axis=1), dtype=np.float64), f
+
+
+@primitive(
+    group="changepoint",
+    outputs=(
+        "n_changes",
+        "first_loc_frac",
+        "last_loc_frac",
+        "shift_loc_frac",
+        "max_mean_shift_sigma",
+        "var_loc_frac",
+        "max_log_var_ratio",
+        "longest_segment_frac",
+    ),
+    grid={"kernel": ("linear", "rbf"), "penalty": (1.5, 3.0, 6.0)},
+)
+@guarded
+def kernel_change_points(
+    y: Any, *, kernel: str = "linear", penalty: float = 3.0, min_size: int | float = 0.05
+) -> Result:
+    """Change points by kernel PELT (ruptures ``KernelCPD``); locations as fractions of the length.
+
+    Killick, Fearnhead and Eckley (2012) PELT on the kernel cost of Arlot, Celisse and Harchaoui
+    (2019), as implemented in C by ruptures (Truong, Oudre and Vayatis 2020). ``kernel="linear"``
+    is the L2 cost (changes in mean); ``"rbf"`` a Gaussian kernel with the median-heuristic
+    bandwidth (changes in mean, spread or shape). The series is z-scored; the penalty per change
+    is ``penalty * v * log(n)``, where ``v`` is the noise level of the cost estimated from
+    successive samples (robust to the changes themselves): 1.4826 MAD(diff)^2 / 2 for the linear
+    kernel, the mean of 1 - k(y_t, y_t+1) for the rbf kernel. Series over 1024 samples are
+    block-averaged first (locations stay fractions of the original length).
+
+    Args:
+        y: Series (at least 16 samples).
+        kernel: ``"linear"`` or ``"rbf"``.
+        penalty: Multiplier of ``v * log(n)`` per change (larger = fewer changes).
+        min_size: Minimum segment length: int samples or float fraction (>= 3 samples).
+
+    Returns:
+        ``n_changes``; ``first_loc_frac`` / ``last_loc_frac`` (earliest / latest change, -1.0 when
+        none); ``shift_loc_frac`` and ``max_mean_shift_sigma`` (the change between adjacent
+        segments with the largest |mean after - mean before| over their pooled sd, signed; -1.0 /
+        0.0 when none); ``var_loc_frac`` and ``max_log_var_ratio`` (the change with the largest
+        |log var after / var before|, signed); ``longest_segment_frac``. Extra array
+        ``locations`` (sorted fractions).
+    """
+    x0 = as_series(y, 16)
+    if x0 is None or is_flat(x0) or kernel not in ("linear", "rbf") or not float(penalty) > 0:
+        return None
+    x, f = _block_mean(x0, _MAX_CPD_POINTS)
+    n = x.size
+    w = min_size if isinstance(min_size, float) else max(1, round(int(min_size) / f))
+    ms = resolve_width(n, w, minimum=3)
+    if ms is None or 2 * ms > n or is_flat(x):
+        return None
+    z = (x - np.mean(x)) / np.std(x)
+    if kernel == "linear":
+        v = max((mad_sigma(np.diff(z)) / np.sqrt(2.0)) ** 2, 1e-6)
+        algo = rpt.KernelCPD(kernel="linear", min_size=ms)
+    else:
+        d2 = spatial.distance.pdist(z.reshape(-1, 1), metric="sqeuclidean")
+        med = float(np.median(d2))
+        gamma = 1.0 / med if med > 0 else 1.0
+        v = max(float(np.mean(1.0 - np.exp(-gamma * np.diff(z) ** 2))), 1e-6)
+        algo = rpt.KernelCPD(kernel="rbf", min_size=ms, params={"gamma": gamma})
+    bkps = algo.fit(z).predict(pen=float(penalty) * v * float(np.log(n)))
+    edges = [0, *[int(b) for b in bkps]]
+    if edges[-1] != n:
+        edges.append(n)
+    segs = [x[a:b] for a, b in itertools.pairwise(edges)]
+    cps = edges[1:-1]
+    locs = np.array(cps, dtype=np.float64) * f / x0.size
+    fl = (1e-3 * float(np.std(x))) ** 2 + 1e-24
+    shifts, lvr = [], []
+    for a, b in itertools.pairwise(segs):
+        va, vb = float(np.var(a)), float(np.var(b))
+        pooled = np.sqrt((a.size * va + b.size * vb) / (a.size + b.size)) + np.sqrt(fl)
+        shifts.append(float(np.mean(b) - np.mean(a)) / pooled)
+        lvr.append(float(np.log((vb + fl) / (va + fl))))
+    i = int(np.argmax(np.abs(shifts))) if shifts else -1
+    j = int(np.argmax(np.abs(lvr))) if lvr else -1
+    return finish(
+        {
+            "n_changes": len(cps),
+            "first_loc_frac": float(locs[0]) if cps else -1.0,
+            "last_loc_frac": float(locs[-1]) if cps else -1.0,
+            "shift_loc_frac": float(locs[i]) if cps else -1.0,
+            "max_mean_shift_sigma": shifts[i] if cps else 0.0,
+            "var_loc_frac": float(locs[j]) if cps else -1.0,
+            "max_log_var_ratio": lvr[j] if cps else 0.0,
+            "longest_segment_frac": max(s.size for s in segs) / n,
+        },
+        {"locations": locs},
     )

@@ -126,6 +126,10 @@ def adf_test(x: FloatArray, regression: str = "c", lag: int | None = None) -> tu
 def adf(y: Any, *, regression: str = "c", lag: int | None = None) -> Result:
     """Augmented Dickey-Fuller t statistic (unit-root null; more negative = more stationary) and p.
 
+    Said and Dickey (1984); equals ``statsmodels.tsa.stattools.adfuller(y, regression=...,
+    autolag="AIC")`` (statistic, used lag, MacKinnon p and critical values), about ten times
+    faster; pinned in tests/test_primitives_pins.py.
+
     Args:
         y: Series (at least 20 samples).
         regression: ``"c"`` constant or ``"ct"`` constant and linear trend.
@@ -167,11 +171,15 @@ def adf(y: Any, *, regression: str = "c", lag: int | None = None) -> Result:
 def kpss(y: Any, *, regression: str = "c", lags: int | None = None) -> Result:
     """KPSS statistic (stationarity null; larger = less stationary), p interpolated in [0.01, 0.10].
 
+    Kwiatkowski, Phillips, Schmidt and Shin (1992), eqs. 10-11, with a Bartlett (Newey-West)
+    long-run variance; equals ``statsmodels.tsa.stattools.kpss(y, regression, nlags="legacy")``
+    (pinned in tests/test_primitives_pins.py).
+
     Args:
         y: Series (at least 12 samples).
         regression: ``"c"`` level stationarity or ``"ct"`` trend stationarity.
-        lags: Bartlett-kernel lags for the long-run variance (default int(12 (n/100)^(1/4)),
-            capped at n - 1).
+        lags: Bartlett-kernel lags for the long-run variance (default: statsmodels' ``"legacy"``
+            rule ceil(12 (n/100)^(1/4)), capped at n - 1).
 
     Returns:
         ``stat``, ``p`` (from the KPSS 1992 table; clipped to [0.01, 0.10]), ``crit_5``,
@@ -188,7 +196,7 @@ def kpss(y: Any, *, regression: str = "c", lags: int | None = None) -> Result:
         t = np.arange(n, dtype=np.float64)
         tc = t - t.mean()
         e = z - z.mean() - tc * (np.dot(tc, z) / np.dot(tc, tc))
-    L = int(12.0 * (n / 100.0) ** 0.25) if lags is None else int(lags)
+    L = int(np.ceil(12.0 * (n / 100.0) ** 0.25)) if lags is None else int(lags)
     L = min(max(L, 0), n - 1)
     s2 = float(e @ e) / n
     for k in range(1, L + 1):

@@ -1,15 +1,20 @@
-"""Haar wavelet energy per level and between windows, pure numpy (group ``wavelet``)."""
+"""Wavelet energy per level: PyWavelets' DWT for any orthogonal wavelet, and a numpy Haar (group ``wavelet``).
+
+The numpy Haar transform (:func:`haar_dwt`) equals ``pywt.wavedec(x, "haar", mode="periodization")``
+up to the sign of the detail coefficients (pinned in tests/test_primitives_pins.py).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+import pywt
 
 from ._common import FloatArray, Result, as_series, finish, guarded, is_flat, resolve_window
 from ._registry import primitive
 
-__all__ = ["haar_dwt", "haar_step", "wavelet_change", "wavelet_energy"]
+__all__ = ["DWT_LEVELS", "dwt_energy", "haar_dwt", "haar_step", "wavelet_change", "wavelet_energy"]
 
 
 def haar_step(x: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -146,3 +151,86 @@ def wavelet_change(y: Any, *, level: int = 1, split: int | float = 0.5) -> Resul
             "argmax_energy_frac": float(centre[int(np.argmax(np.abs(d)))] / n),
         }
     )
+
+
+DWT_LEVELS = 5
+
+
+@primitive(
+    group="wavelet",
+    outputs=(
+        "e_d1",
+        "e_d2",
+        "e_d3",
+        "e_d4",
+        "e_d5",
+        "e_approx",
+        "dominant_level",
+        "wavelet_entropy",
+        "levels",
+    ),
+    grid={"wavelet": ("haar", "db4", "sym8")},
+)
+@guarded
+def dwt_energy(
+    y: Any,
+    *,
+    wavelet: str = "db4",
+    a: int | float | None = None,
+    b: int | float | None = None,
+) -> Result:
+    """Relative energy per DWT detail level 1..5 and the approximation (PyWavelets), and its entropy.
+
+    Mallat's discrete wavelet transform (``pywt.wavedec``, periodization mode) of the demeaned
+    window y[a:b], truncated to a multiple of 2^L so that the transform is orthogonal and the
+    energies sum to the window's. L = min(5, ``pywt.dwt_max_level``); missing levels get 0.
+    Level k covers periods of about 2^k..2^(k+1) samples. The wavelet entropy is the Shannon
+    entropy of the relative energies (Rosso et al. 2001), in nats: 0 when one level holds all.
+
+    Args:
+        y: Series.
+        wavelet: An orthogonal PyWavelets name: ``"haar"``, ``"db4"``, ``"sym8"``, ...
+        a: Window start (int index or float fraction; default 0).
+        b: Window end, exclusive (default the length).
+
+    Returns:
+        ``e_d1``..``e_d5`` (energy share of each detail level, finest first), ``e_approx`` (share
+        of the coarsest approximation), ``dominant_level`` (1..5, or 6 for the approximation),
+        ``wavelet_entropy``, ``levels`` (L used).
+    """
+    x = as_series(y)
+    if x is None or wavelet not in _ORTHOGONAL:
+        return None
+    w = resolve_window(x.size, a, b, min_len=16)
+    if w is None:
+        return None
+    s = x[w[0] : w[1]]
+    wv = pywt.Wavelet(wavelet)
+    L = min(DWT_LEVELS, pywt.dwt_max_level(s.size, wv.dec_len))
+    if L < 1:
+        return None
+    s = s[: (s.size >> L) << L]
+    if is_flat(s):
+        return None
+    coeffs = pywt.wavedec(s - np.mean(s), wv, mode="periodization", level=L)
+    e = np.array([float(np.sum(c * c)) for c in coeffs[::-1]])  # d1..dL, approx
+    tot = float(np.sum(e))
+    if not tot > 0:
+        return None
+    r = e / tot
+    shares = list(r[:L]) + [0.0] * (DWT_LEVELS - L)
+    nz = r[r > 0]
+    return finish(
+        {
+            **{f"e_d{k + 1}": shares[k] for k in range(DWT_LEVELS)},
+            "e_approx": float(r[L]),
+            "dominant_level": DWT_LEVELS + 1 if int(np.argmax(r)) == L else int(np.argmax(r)) + 1,
+            "wavelet_entropy": float(-np.sum(nz * np.log(nz))),
+            "levels": L,
+        }
+    )
+
+
+_ORTHOGONAL = frozenset(
+    n for fam in ("haar", "db", "sym", "coif") for n in pywt.wavelist(fam, kind="discrete")
+)

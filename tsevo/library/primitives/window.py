@@ -1,4 +1,4 @@
-"""Comparison of two windows of one series and rolling drift (group ``window``)."""
+"""Comparison of two windows of one series, moments over k windows, rolling drift (group ``window``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ._common import (
     finish,
     guarded,
     is_flat,
+    linfit,
     mad_sigma,
     resolve_width,
     resolve_window,
@@ -20,7 +21,7 @@ from ._common import (
 )
 from ._registry import primitive
 
-__all__ = ["rolling_profile", "window_compare"]
+__all__ = ["rolling_profile", "window_compare", "window_moments"]
 
 
 def _p(v: Any) -> float:
@@ -170,5 +171,67 @@ def rolling_profile(y: Any, *, w: int | float = 0.1) -> Result:
             "max_jump_sigma": float(jumps[j]) / s,
             "jump_loc_frac": (j + L) / n,
             "std_trend": float(rho) if np.isfinite(rho) else 0.0,
+        }
+    )
+
+
+@primitive(
+    group="window",
+    outputs=(
+        "mean_slope_sigma",
+        "mean_range_sigma",
+        "log_std_slope",
+        "log_std_range",
+        "std_cv",
+        "anova_p",
+        "levene_p",
+    ),
+    grid={"n_windows": (2, 3, 5, 10)},
+)
+@guarded
+def window_moments(y: Any, *, n_windows: int = 4) -> Result:
+    """First two moments over k consecutive windows: drift of the mean and of the spread, with tests.
+
+    A check of weak (covariance) stationarity: y is cut into ``n_windows`` windows of (nearly)
+    equal length; their means are compared by one-way ANOVA (Fisher's F) and their spreads by the
+    Brown-Forsythe test (Levene's test about the median, Brown and Forsythe 1974). Both tests assume
+    independent samples, so serial correlation makes their p-values too small.
+
+    Args:
+        y: Series.
+        n_windows: Number of windows k (2..50, at least 3 samples each).
+
+    Returns:
+        ``mean_slope_sigma`` (OLS slope of the window means over window index, times k - 1, over
+        the pooled within-window sd: the drift of the mean across the series), ``mean_range_sigma``
+        (range of the window means over the pooled sd), ``log_std_slope`` (the same slope for the
+        log window sd: > 0 when the spread grows), ``log_std_range`` (log max / min window sd),
+        ``std_cv`` (coefficient of variation of the window sds), ``anova_p``, ``levene_p``
+        (1.0 when undefined, e.g. constant windows). The pooled sd is floored at
+        max(1e-3 std(y), 1e-12).
+    """
+    x = as_series(y, 6)
+    k = int(n_windows)
+    if x is None or not (2 <= k <= 50) or x.size < 3 * k:
+        return None
+    wins = np.array_split(x, k)
+    m = np.array([float(np.mean(w)) for w in wins])
+    s = np.array([float(np.std(w, ddof=1)) for w in wins])
+    floor = max(1e-3 * float(np.std(x)), 1e-12)
+    sp = max(float(np.sqrt(np.mean(s * s))), floor)
+    idx = np.arange(k, dtype=np.float64)
+    ls = np.log(s + floor)
+    const = is_flat(x)
+    anova_p = 1.0 if const or all(is_flat(w) for w in wins) else _p(stats.f_oneway(*wins).pvalue)
+    lev_p = 1.0 if const else _p(stats.levene(*wins, center="median").pvalue)
+    return finish(
+        {
+            "mean_slope_sigma": linfit(idx, m)[0] * (k - 1) / sp,
+            "mean_range_sigma": float(np.ptp(m)) / sp,
+            "log_std_slope": linfit(idx, ls)[0] * (k - 1),
+            "log_std_range": float(np.ptp(ls)),
+            "std_cv": float(np.std(s) / max(float(np.mean(s)), floor)),
+            "anova_p": anova_p,
+            "levene_p": lev_p,
         }
     )
