@@ -22,6 +22,7 @@ from tsevo.library.sandbox.limits import ALLOW_ENV
 from tsevo.roles import RoleSet, RunStopped
 from tsevo.roles.llm.config import RoleConfigs
 from tsevo.store import RunFolderBusy, RunLayout
+from tsevo.testing import scripted
 from tsevo.widgets.export import export_html
 
 __all__ = ["build_parser", "eval_text", "main"]
@@ -220,6 +221,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve_scripted(args: argparse.Namespace) -> int:
+    suite, ref = _load_suite_arg(args.suite, args.seed)
+    srv, service = scripted.scripted_server(
+        list(suite), seed=args.seed, suite_ref=ref, port=args.port
+    )
+    return scripted.serve(srv, service, every_s=args.status_every)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(out=args.out, size=args.size, seed=args.seed)
 
@@ -290,6 +299,24 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true", help="print the summary as JSON")
     rep.add_argument("--html", type=Path, help="write an offline HTML page with the run's widgets")
     rep.set_defaults(func=_cmd_report)
+
+    ss = sub.add_parser(
+        "serve-scripted",
+        help="serve an OpenAI-compatible endpoint on 127.0.0.1 whose replies the builtin roles "
+        "compute (no model, no key): the LLM path for a room without an API key",
+    )
+    ss.add_argument("--port", type=int, default=scripted.DEFAULT_PORT, help="port (0: a free one)")
+    ss.add_argument(
+        "--suite",
+        default="synthetic:tiny",
+        help="the suite the served runs answer: synthetic[:tiny|default|large|N] or a suite file "
+        "(default: the notebooks' tiny preset)",
+    )
+    ss.add_argument(
+        "--seed", type=int, default=5, help="the runs' seed (a notebook's seed; default 5)"
+    )
+    ss.add_argument("--status-every", type=float, default=5.0, help="seconds between status lines")
+    ss.set_defaults(func=_cmd_serve_scripted)
 
     data = sub.add_parser("data", help="make or convert question suites")
     dsub = data.add_subparsers(dest="data_cmd", required=True)

@@ -279,7 +279,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "id": f"chatcmpl-scripted-{fake.n_requests}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": str(body.get("model", "scripted")),
+            "model": fake.served_model or str(body.get("model", "scripted")),
             "choices": [
                 {
                     "index": 0,
@@ -310,6 +310,9 @@ class FakeOpenAIServer:
         reasoning_effort: Whether ``reasoning_effort`` is accepted (otherwise HTTP 400
             "Unrecognized request argument supplied: reasoning_effort").
         report_usage: Include ``usage`` in replies.
+        served_model: When set, the only model id served: every reply names it, and a request
+            for another id gets HTTP 404 (as OpenAI answers an unknown model).
+        port: Port on 127.0.0.1 (0: a free one).
 
     Attributes:
         base_url: ``http://127.0.0.1:<port>/v1`` once started.
@@ -325,6 +328,8 @@ class FakeOpenAIServer:
         json_object_schema: bool = True,
         reasoning_effort: bool = True,
         report_usage: bool = True,
+        served_model: str | None = None,
+        port: int = 0,
     ) -> None:
         self._responder: Responder | None = None
         self._script: list[Reply] = []
@@ -340,6 +345,8 @@ class FakeOpenAIServer:
         self.json_object_schema = json_object_schema
         self.reasoning_effort = reasoning_effort
         self.report_usage = report_usage
+        self.served_model = served_model
+        self.port = port
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._served = 0
@@ -359,11 +366,11 @@ class FakeOpenAIServer:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> FakeOpenAIServer:
-        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
+        """Bind the port (a free one when 0) on 127.0.0.1 and serve in a daemon thread."""
         if self._httpd is not None:
             return self
         self._stopping.clear()
-        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        httpd = _HTTPServer(("127.0.0.1", self.port), _Handler)
         httpd.fake = self
         self._httpd = httpd
         port = httpd.server_address[1]
@@ -450,6 +457,9 @@ class FakeOpenAIServer:
             return 400, "Unrecognized request argument supplied: reasoning_effort"
         if not isinstance(body.get("messages"), list) or not body["messages"]:
             return 400, "messages: a non-empty list is required"
+        served, asked = self.served_model, body.get("model")
+        if served and asked != served:
+            return 404, f"The model {asked!r} does not exist here; the one served is {served!r}"
         return None
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
