@@ -6,12 +6,13 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tsevo.analysis import run_summary, summary_text
-from tsevo.data import Suite
+from tsevo.data import Suite, load_suite
 from tsevo.data.sources import load_source
 from tsevo.data.synthetic import make_suite
 from tsevo.demo import run_demo
@@ -44,6 +45,76 @@ def _cmd_data_load(args: argparse.Namespace) -> int:
     print(f"wrote {len(suite)} questions to {out}")
     print(str(report))
     return 0 if report.ok or args.lenient else 1
+
+
+def _cmd_data_check(args: argparse.Namespace) -> int:
+    """Validate a suite file: every rejected record (id, field, reason) and a summary; no writes."""
+    suite, report = load_suite(args.path, lenient=True)
+    qs = list(suite)
+    lengths = sorted(v.size for q in qs for v in q.series.values())
+    roles = Counter(q.role_of(name) for q in qs for name in q.series)
+
+    def counts(values: Any) -> dict[str, int]:
+        return {str(k): v for k, v in sorted(Counter(values).items())}
+
+    assigned = counts(suite.splits.values())
+    if suite.splits and len(suite.splits) < len(qs):
+        assigned["unassigned"] = len(qs) - len(suite.splits)
+    summary: dict[str, Any] = {
+        "questions": len(qs),
+        "labeled": sum(q.gold is not None for q in qs),
+        "groups": len({q.group for q in qs}),
+        "tasks": counts(q.task for q in qs),
+        "splits": assigned,
+        "options_per_question": counts(q.n_options for q in qs),
+        "series_per_question": counts(len(q.series) for q in qs),
+        "series_roles": {r: roles[r] for r in ("primary", "covariate", "candidate")},
+        "series_length": (
+            {"min": lengths[0], "median": lengths[len(lengths) // 2], "max": lengths[-1]}
+            if lengths
+            else {}
+        ),
+    }
+    out = {
+        "path": str(args.path),
+        "ok": report.ok,
+        "read": report.n_read,
+        "kept": report.n_kept,
+        "rejected": [e.to_dict() for e in report.errors],
+        "duplicates": list(report.duplicates),
+        "summary": summary,
+    }
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0 if report.ok else 1
+
+    def line(d: Mapping[str, int]) -> str:
+        return ", ".join(f"{k}: {v}" for k, v in d.items()) or "none"
+
+    print(
+        f"{args.path}: {report.n_read} records read, {report.n_kept} questions kept, "
+        f"{len(report.errors)} rejected"
+    )
+    if report.errors:
+        w = max(len(e.record_id) for e in report.errors)
+        f = max(len(e.field) for e in report.errors)
+        for e in report.errors:
+            print(f"  {e.record_id:<{w}}  {e.field:<{f}}  {e.reason}")
+    if report.duplicates:
+        print(f"dropped as duplicates of an earlier record: {', '.join(report.duplicates)}")
+    print(f"questions  {len(qs)} ({summary['labeled']} labeled, {summary['groups']} groups)")
+    print(f"tasks      {line(summary['tasks'])}")
+    splits = line(summary["splits"]) if suite.splits else "none (tsevo evolve splits by group)"
+    print(f"splits     {splits}")
+    print(f"options    {line(summary['options_per_question'])} (options: questions)")
+    print(
+        f"series     {line(summary['series_per_question'])} (series: questions); roles "
+        f"{line(summary['series_roles'])}"
+    )
+    if lengths:
+        sl = summary["series_length"]
+        print(f"lengths    {sl['min']}-{sl['max']} points (median {sl['median']})")
+    return 0 if report.ok else 1
 
 
 def _load_suite_arg(spec: str, seed: int) -> tuple[Suite, str]:
@@ -338,6 +409,15 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--split", action="store_true", help="assign train/val/test by group")
     load.add_argument("--seed", type=int, default=0)
     load.set_defaults(func=_cmd_data_load)
+
+    chk = dsub.add_parser(
+        "check",
+        help="validate a suite file (.jsonl or .parquet): every rejected record and a summary; "
+        "writes nothing, exits 1 when a record is bad",
+    )
+    chk.add_argument("path", type=Path, help="the suite file")
+    chk.add_argument("--json", action="store_true", help="print the report as JSON")
+    chk.set_defaults(func=_cmd_data_check)
     return p
 
 
