@@ -1,0 +1,157 @@
+"""kill -9 fuzz: random SIGKILLs across a two-round builtin run, each resumed run byte-identical.
+
+Run with ``python -m tests.bench killfuzz`` (part of ``make bench``), or
+``python -m tests.bench.bench_killfuzz [TRIALS] [KILLS_PER_TRIAL] [SEED]``.
+
+An uninterrupted ``tsevo evolve --suite synthetic:tiny --rounds 2`` (seed 6) is the reference.
+Each trial then runs the same command into a fresh folder and kills it ``KILLS_PER_TRIAL`` times
+in a row, resuming in between, at points drawn from a seeded RNG: half from outside (SIGKILL from
+this process) at a random moment of what is left of the run, a quarter by itself right after the
+``step_done`` event of a random step, a quarter by itself on one of the next appends to an
+evaluation log (usually leaving a torn half line). After the last kill the run completes. Kills
+that came too late (the run finished first) are listed and not counted. A trial passes
+when the library folder, every compared table of both rounds and the report (timings aside) equal
+the reference byte for byte, and no evaluation was spent twice: every log's lines before a kill
+are a prefix of its lines after, no question appears twice in an arm, and every arm holds exactly
+the reference's questions. Trials run two at a time. Prints ``N of N identical`` and the time.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tests import round_fixtures as rf
+
+TRIALS = 8
+KILLS = 3
+SEED = 15
+ROUNDS = 2
+
+
+def _tables(rounds: int) -> list[str]:
+    return [
+        t.replace("rounds/r1/", f"rounds/r{r}/")
+        for r in range(1, rounds + 1)
+        for t in rf.COMPARED_TABLES
+    ]
+
+
+def _external_kill(argv: list[str], delay: float) -> int:
+    p = subprocess.Popen(
+        [rf.PY, "-m", "tsevo", *argv],
+        cwd=rf.REPO,
+        env=rf.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        p.wait(delay)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGKILL)
+    return p.wait(60)
+
+
+def _prefix_ok(before: dict[str, list[str]], after: dict[str, list[str]]) -> bool:
+    return all(after.get(arm, [])[: len(lines)] == lines for arm, lines in before.items())
+
+
+def trial(i: int, ref: Path, ref_s: float, rng: random.Random, root: Path) -> dict[str, Any]:
+    """One trial: ``KILLS`` random kills, then completion; returns what it found."""
+    run = root / f"trial{i}"
+    argv = rf.tsevo_cmd(run, rounds=ROUNDS)
+    kills: list[str] = []
+    snap = rf.eval_logs(run) if run.exists() else {}
+    respent = 0
+    total = sum(len(v) for v in rf.eval_logs(ref).values())
+    steps = [
+        e["step"]
+        for e in map(json.loads, rf.jsonl_lines(ref / "events.jsonl"))
+        if e["kind"] == "step_done"
+    ]
+    for _ in range(KILLS):
+        done = sum(len(v) for v in snap.values()) / max(1, total)  # share of the work stored
+        u = rng.random()
+        if u < 0.5:  # from outside, at a random moment of what is left
+            delay = rng.uniform(0.5, max(1.0, 0.9 * ref_s * (1.0 - done)))
+            rc = _external_kill(argv, delay)
+            kills.append(f"after {delay:.1f}s" + ("" if rc == -9 else f" (finished first: {rc})"))
+        else:
+            if u < 0.75:  # right after a step's artifacts are marked done
+                spec: dict[str, Any] = {"event": rng.choice(steps)}
+            else:  # on an append to any evaluation log, usually leaving a torn line
+                spec = {"append": "", "nth": rng.randint(1, 3), "torn": rng.random() < 0.7}
+            p = rf.run_cli(argv, kill=spec)
+            kills.append(json.dumps(spec) + ("" if p.returncode == -9 else f" (rc {p.returncode})"))
+        after = rf.eval_logs(run) if (run / "evals").exists() else {}
+        respent += 0 if _prefix_ok(snap, after) else 1
+        snap = after
+    p = rf.run_cli(argv)
+    ok = p.returncode == 0
+    final = rf.eval_logs(run) if ok else {}
+    expected = rf.eval_logs(ref)
+    respent += 0 if _prefix_ok(snap, final) else 1
+    same_evals = sorted(final) == sorted(expected)
+    for arm, lines in final.items():
+        ids = rf.qids(lines)
+        respent += len(ids) - len(set(ids))
+        same_evals &= sorted(ids) == sorted(rf.qids(expected.get(arm, [])))
+    diffs = []
+    if ok:
+        if rf.tree_bytes(run / "library") != rf.tree_bytes(ref / "library"):
+            diffs.append("library")
+        for rel in _tables(ROUNDS):
+            a, b = run / rel, ref / rel
+            if a.exists() != b.exists() or (a.exists() and a.read_bytes() != b.read_bytes()):
+                diffs.append(rel)
+        if rf.summary_without_timings(run) != rf.summary_without_timings(ref):
+            diffs.append("report")
+    identical = ok and same_evals and not diffs and respent == 0
+    return {"trial": i, "kills": kills, "identical": identical, "diffs": diffs, "respent": respent}
+
+
+def main(trials: int = TRIALS, kills: int = KILLS, seed: int = SEED) -> list[dict[str, Any]]:
+    """Run the fuzz and print the figure."""
+    global KILLS
+    KILLS = kills
+    root = Path(tempfile.mkdtemp(prefix="tsevo-killfuzz-"))
+    t0 = time.perf_counter()
+    try:
+        ref = root / "ref"
+        p = rf.run_cli(rf.tsevo_cmd(ref, rounds=ROUNDS))
+        if p.returncode != 0:
+            raise RuntimeError(p.stderr[-2000:])
+        ref_s = time.perf_counter() - t0
+        print(f"reference: {ROUNDS}-round tiny run in {ref_s:.1f} s", flush=True)
+        rngs = [random.Random(seed * 1000 + i) for i in range(trials)]
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda i: trial(i, ref, ref_s, rngs[i], root), range(trials)))
+        for r in results:
+            mark = "identical" if r["identical"] else f"DIFFERS {r['diffs']} respent={r['respent']}"
+            print(f"  trial {r['trial']}: {mark}; kills: {'; '.join(r['kills'])}", flush=True)
+        n_ok = sum(r["identical"] for r in results)
+        n_kills = sum(1 for r in results for k in r["kills"] if "(" not in k.split("}")[-1])
+        print(
+            f"kill -9 fuzz: {n_kills} effective kill points (of {trials * KILLS} drawn) over {trials} "
+            f"resumed runs: {n_ok} of {trials} "
+            f"identical, {sum(r['respent'] for r in results)} evaluations re-spent, "
+            f"{time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
+        return results
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    args = [int(a) for a in sys.argv[1:]]
+    main(*args)
