@@ -57,3 +57,11 @@ def test_every_subpackage_lists_its_public_names(name: str) -> None:
     assert names, f"{name} has no __all__"
     missing = [n for n in names if not hasattr(mod, n)]
     assert not missing, f"{name}.__all__ names what it does not define: {missing}"
+
+
+def test_the_readme_face_loads_a_file_of_ones_own_questions() -> None:
+    import tsevo
+
+    suite, report = tsevo.load_suite(REPO / "experiments" / "example_questions.jsonl")
+    assert report.ok and len(suite) == 5
+    assert suite.split(seed=0).splits

@@ -5,7 +5,8 @@ chronos, no Jupyter)::
 
     import tsevo
 
-    suite = tsevo.load_suite("questions.jsonl").split(seed=0)      # or tsevo.data.synthetic
+    suite, report = tsevo.load_suite("questions.jsonl")            # or tsevo.data.synthetic
+    suite = suite.split(seed=0)
     result = tsevo.evolve(suite, roles=tsevo.RoleSet.builtin(), config=tsevo.ProtocolConfig(),
                           out="runs/mine")
     agent = tsevo.Agent(result.library)
