@@ -30,17 +30,19 @@ from tsevo.analysis import run_summary
 from tsevo.data.synthetic import make_suite
 from tsevo.evolve import ProtocolConfig, evolve
 from tsevo.roles import RoleSet
+from tsevo.roles.builtin import MeasurementPlanner
+from tsevo.roles.builtin.kindplan import KindPlanSettings
 
 KEYS = ("base", "final", "gain", "family_gain_mean", "family_gain_min", "harmed_pct", "round_s")
 
 
-def one_seed(preset: str, seed: int, out: Path) -> dict[str, Any]:
+def one_seed(preset: str, seed: int, out: Path, roles: RoleSet | None = None) -> dict[str, Any]:
     """One round on ``make_suite(preset, seed)``; the numbers of its report-only test."""
     suite = make_suite(preset, seed=seed)
     t0 = time.perf_counter()
     evolve(
         suite,
-        roles=RoleSet.builtin(),
+        roles=roles if roles is not None else RoleSet.builtin(),
         config=ProtocolConfig(rounds=1, seed=seed),
         out=out,
         suite_ref=f"synthetic:{preset}:seed={seed}",
@@ -81,18 +83,31 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
+def _roles(kinds: str) -> RoleSet:
+    if kinds == "default":
+        return RoleSet.builtin()
+    settings = KindPlanSettings() if kinds == "on" else None
+    return RoleSet.builtin(local_planner=MeasurementPlanner(kinds=settings))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="default")
     ap.add_argument("--seeds", required=True, help="comma-separated")
     ap.add_argument("--out", required=True, help="JSON file (runs go to a folder beside it)")
     ap.add_argument("--label", default="", help="e.g. 'fresh' or 'development'")
+    ap.add_argument(
+        "--kinds",
+        choices=["default", "on", "off"],
+        default="default",
+        help="the builtin planner's composite (per question kind) planning: as shipped, on or off",
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
     runs = out.with_suffix("")
     rows = []
     for s in (int(x) for x in args.seeds.split(",")):
-        r = one_seed(args.preset, s, runs / str(s))
+        r = one_seed(args.preset, s, runs / str(s), _roles(args.kinds))
         rows.append(r)
         print(
             f"seed {s}: {r['status']} ({r['gate_path']}), test {100 * r['base']:.1f} -> "
@@ -108,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = {
         "preset": args.preset,
         "label": args.label,
+        "kinds": args.kinds,
         "commit": commit,
         "seeds": [r["seed"] for r in rows],
         "aggregate": agg,

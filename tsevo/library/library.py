@@ -137,7 +137,7 @@ def scope_matches(
     if scope.options_kind != "any" and options_kind(q.options, q.candidates) != scope.options_kind:
         return False
     toks = tokens if tokens is not None else question_tokens(q.question)
-    if not scope.matcher.matches(toks):
+    if not scope.matcher.matches(toks) or not scope.matches_kind(toks):
         return False
     return scope.anti_matcher.is_trivial or not scope.anti_matcher.matches(toks)
 

@@ -197,7 +197,7 @@ def _fit_nearest(rows: Sequence[Row], key: str, min_points: int = 3) -> ReadingR
     y = np.asarray(ys)
     cands = [(1.0, 0.0)]
     if (
-        len(xs) >= 3
+        len(xs) >= max(2, min_points)
         and np.all(np.isfinite(x))
         and np.all(np.abs(x) < 1e12)
         and np.ptp(x) > 1e-12 * (1 + np.abs(x).max())
@@ -276,7 +276,7 @@ def fit_rule(kind: str, rows: Sequence[Row], key: str, *, few: bool = False) -> 
 
     ``few``: the few-examples regime (a question kind with a handful of train rows): a label rule
     from two rows of two classes, a numeric reading from one row (identity or a scale through the
-    origin; the affine fit still needs three).
+    origin) and an affine one from two (a unit conversion is exact).
     """
     if kind == "label":
         return _fit_label(rows, key, 2 if few else 4)
