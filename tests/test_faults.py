@@ -124,6 +124,8 @@ def test_write_faults_resume_to_the_uninterrupted_result(monkeypatch: pytest.Mon
         a, b = (run / rel).read_bytes(), (ref.path / rel).read_bytes()
         assert a == b, f"{rel}: {rf.digest(a)} != {rf.digest(b)}"
     assert rf.summary_without_timings(run) == rf.summary_without_timings(ref.path)
+    layers = json.loads((run / "manifest.json").read_text())["sandbox"]  # which layers ran
+    assert layers["mode"] in ("require", "best") and {"seccomp", "landlock"} <= set(layers)
 
 
 # ------------------------------------------------------------------------------------------

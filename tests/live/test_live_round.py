@@ -2,9 +2,17 @@
 
 Skipped unless ``TSEVO_LIVE_BASE_URL`` is set (``.ci/live.sh`` starts the server and sets it). The
 model (gemma-3-270m, a 270M base model) answers badly and its tool code is expected to fail the
-checks: the test asserts that the round finishes and everything is recorded cleanly, not quality.
-A JSON report (duration, replies needing a retry, calls and tokens per role) is written to
-``$TSEVO_LIVE_OUT/live_report.json`` and printed.
+checks: the test asserts that the round ends cleanly and everything is recorded, not quality.
+
+The round runs under the LLM backend's own budget (``TSEVO_LIVE_BUDGET_S`` seconds, default 300,
+and ``TSEVO_LIVE_BUDGET_CALLS`` requests, default 400): on a busy machine it stops cleanly
+(``RunStopped``, a resumable folder, the session recorded as stopped) long before pytest's
+timeout, instead of being killed by it. Besides the round, one synthesis request goes to the real
+model directly (outside the round's budget, one try, ``TSEVO_LIVE_PROBE_TIMEOUT_S`` seconds): the
+model's tool source goes through the same checks a round applies (the sandbox gate, smoke runs and
+the output contract); its outcome (usually a rejection) is recorded. A JSON report (duration, how
+the round ended, replies needing a retry, calls and tokens per role, the synthesis probe) is
+written to ``$TSEVO_LIVE_OUT/live_report.json`` and printed.
 """
 
 from __future__ import annotations
@@ -26,12 +34,62 @@ pytestmark = [
 ]
 
 
+def _env_num(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+def synthesis_probe(configs: object, suite: object) -> dict[str, object]:
+    """One synthesis request to the real model; its draft goes through the round's checks."""
+    from tsevo.data import QuestionView
+    from tsevo.evolve.synthesize import check_draft
+    from tsevo.library.sandbox import Sandbox
+    from tsevo.library.tool import Contract, Scope
+    from tsevo.roles import RoleSet
+    from tsevo.roles.protocols import ContractCard, Example, WorkGroup
+
+    card = ContractCard(
+        "probe.c1",
+        "create",
+        "tool",
+        "",
+        "missing",
+        "the answerer never measures the slope of the series",
+        "slope",
+        Contract("trend.slope", ("primary",), "fixes"),
+        Scope(arity="single"),
+        {"rule_kind": "label"},
+    )
+    group = WorkGroup("probe", (card,), card.contract, card.scope)
+    qs = [q for q in suite.train if q.task == "trend"][:4] or list(suite.train)[:4]  # type: ignore[attr-defined]
+    rec = type("Rec", (), {"final_answer": 0, "correct": False, "tools_ok": ()})()
+    examples = [Example(QuestionView.of(q, "v-" + q.fingerprint[:8]), q.gold, rec) for q in qs]
+    out: dict[str, object] = {"questions": len(qs)}
+    t0 = time.monotonic()
+    with RoleSet.llm(configs, run_dir=None, retries=0, max_attempts=1) as roles:  # type: ignore[arg-type]
+        try:
+            draft = roles.synthesizer.synthesize(group, 1, [], examples)
+        except Exception as e:  # an unusable reply is an expected, recorded outcome
+            out.update(outcome="invalid_reply", error=f"{type(e).__name__}: {e}"[:500])
+            draft = None
+        else:
+            if draft is None:
+                out["outcome"] = "gave_up"
+    if draft is not None:
+        out["source"] = draft.source[:2000]
+        with Sandbox() as sb:
+            violations = check_draft(draft, sb, qs)
+        out["violations"] = [v[:300] for v in violations]
+        out["outcome"] = "rejected" if violations else "passed_checks"
+    out["wall_s"] = round(time.monotonic() - t0, 1)
+    return out
+
+
 def test_live_round_finishes_and_records_everything() -> None:
     from tsevo.analysis import run_summary, summary_text
     from tsevo.data.synthetic import make_suite
     from tsevo.evolve import ProtocolConfig, evolve
     from tsevo.library.library import Library
-    from tsevo.roles import RoleSet
+    from tsevo.roles import RoleSet, RunStopped
     from tsevo.roles.llm.config import LLMConfig, RoleConfigs
 
     out = Path(os.environ.get("TSEVO_LIVE_OUT", ".cache/llm/live_run"))
@@ -43,12 +101,16 @@ def test_live_round_finishes_and_records_everything() -> None:
         model=os.environ.get("TSEVO_LIVE_MODEL", "gemma3-270m"),
         temperature=0.0,
         concurrency=1,  # llama.cpp's server answers one request at a time
-        timeout_s=300.0,
+        timeout_s=_env_num("TSEVO_LIVE_CALL_TIMEOUT_S", 90),  # bounds a budget's overshoot
         max_retries=2,
         backoff_base_s=0.5,
         max_tokens=768,
         max_prompt_tokens=5500,  # n_ctx 8192 minus the completion and the chat template
         cache_path=cache,
+        budget={
+            "max_wall_s": _env_num("TSEVO_LIVE_BUDGET_S", 300),
+            "max_calls": int(_env_num("TSEVO_LIVE_BUDGET_CALLS", 400)),
+        },
     )
     short = {"max_tokens": int(os.environ.get("TSEVO_LIVE_ANSWER_TOKENS", "64"))}
     configs = RoleConfigs(
@@ -59,20 +121,46 @@ def test_live_round_finishes_and_records_everything() -> None:
     suite = make_suite(int(os.environ.get("TSEVO_LIVE_SIZE", "4")), seed=0)
     points = int(os.environ.get("TSEVO_LIVE_POINTS", "48"))
     t0 = time.monotonic()
+    stopped = None
     with RoleSet.llm(configs, run_dir=out, max_points=points) as roles:
-        res = evolve(suite, roles=roles, config=ProtocolConfig(), out=out, log=print)
+        try:
+            res = evolve(suite, roles=roles, config=ProtocolConfig(), out=out, log=print)
+        except RunStopped as stop:  # the budget ran out: a clean, resumable stop
+            stopped = stop
     wall = time.monotonic() - t0
 
-    rd = res.rounds[0]
-    assert rd.status in ("accepted", "rejected", "invalid")
-    summary = run_summary(out)  # the store is whole
-    text = summary_text(summary)
-    assert "LLM accounting" in text
     acc = json.loads((out / "llm" / "accounting.json").read_text())
-    assert [s["status"] for s in acc["sessions"]] == ["finished"]
     tot = acc["total"]
     assert tot["answerer"]["base"]["calls"] + tot["answerer"]["base"]["cache_hits"] > 0
-    Library.load(out / "library")
+    if stopped is None:
+        rd = res.rounds[0]
+        assert rd.status in ("accepted", "rejected", "invalid")
+        assert [s["status"] for s in acc["sessions"]] == ["finished"]
+        status, reason, funnel = rd.status, rd.reason, rd.funnel
+        text = summary_text(run_summary(out))  # the store is whole
+        assert "LLM accounting" in text
+        Library.load(out / "library")
+    else:
+        assert stopped.reason == "budget", stopped
+        assert acc["sessions"][-1]["status"].startswith("stopped"), acc["sessions"][-1]
+        status, reason, funnel = f"stopped:{stopped.reason}", str(stopped)[:300], None
+        text = f"round stopped by its budget after {wall:.0f} s (resumable): {stopped}"
+    assert (
+        wall
+        < _env_num("TSEVO_LIVE_BUDGET_S", 300) + 2 * _env_num("TSEVO_LIVE_CALL_TIMEOUT_S", 90) + 60
+    ), "the budget did not stop the round in time"
+    probe_cfg = RoleConfigs(
+        default.replace(
+            cache_path=None,
+            cache_mode="off",
+            max_retries=0,
+            timeout_s=_env_num("TSEVO_LIVE_PROBE_TIMEOUT_S", 150),
+            budget={"max_wall_s": None, "max_calls": None},
+        ),
+        {"synthesizer": {"max_tokens": 1024}},
+    )
+    probe = synthesis_probe(probe_cfg, suite)
+    assert probe["outcome"] in ("invalid_reply", "gave_up", "rejected", "passed_checks"), probe
     syn = out / "rounds" / "r1" / "synthesis.json"
     outcomes = []
     if syn.exists():
@@ -100,9 +188,10 @@ def test_live_round_finishes_and_records_everything() -> None:
     report = {
         "wall_s": round(wall, 1),
         "questions": len(suite),
-        "status": rd.status,
-        "reason": rd.reason,
-        "funnel": rd.funnel,
+        "status": status,
+        "reason": reason,
+        "funnel": funnel,
+        "synthesis_probe": probe,
         "synthesis_outcomes": outcomes,
         "replies": replies,
         "replies_rejected": invalid,
