@@ -13,12 +13,15 @@ that came too late (the run finished first) are listed and not counted. A trial 
 when the library folder, every compared table of both rounds and the report (timings aside) equal
 the reference byte for byte, and no evaluation was spent twice: every log's lines before a kill
 are a prefix of its lines after, no question appears twice in an arm, and every arm holds exactly
-the reference's questions. Trials run two at a time. Prints ``N of N identical`` and the time.
+the reference's questions. Trials run two at a time. Prints ``N of N identical`` and the time, and
+writes every trial's kills and verdict to ``runs/bench/killfuzz.json``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import platform
 import random
 import shutil
 import signal
@@ -32,10 +35,11 @@ from typing import Any
 
 from tests import round_fixtures as rf
 
-TRIALS = 8
+TRIALS = 10  # x KILLS = 30 drawn, so at least 20 land before the run finishes
 KILLS = 3
 SEED = 15
 ROUNDS = 2
+OUT = rf.REPO / "runs" / "bench" / "killfuzz.json"
 
 
 def _tables(rounds: int) -> list[str]:
@@ -59,6 +63,24 @@ def _external_kill(argv: list[str], delay: float) -> int:
     except subprocess.TimeoutExpired:
         p.send_signal(signal.SIGKILL)
     return p.wait(60)
+
+
+def _effective(kill: str) -> bool:
+    """A kill that stopped the run (not one that came after it had finished)."""
+    return "(" not in kill.split("}")[-1]
+
+
+def _remaining(steps: list[str], run: Path) -> list[str]:
+    """The reference's ``step_done`` steps (one per round) that ``run`` has not finished yet."""
+    done: list[str] = []
+    if (run / "events.jsonl").exists():
+        events = map(json.loads, rf.jsonl_lines(run / "events.jsonl"))
+        done = [e["step"] for e in events if e["kind"] == "step_done"]
+    left = list(steps)
+    for step in done:
+        if step in left:
+            left.remove(step)
+    return left
 
 
 def _prefix_ok(before: dict[str, list[str]], after: dict[str, list[str]]) -> bool:
@@ -86,8 +108,8 @@ def trial(i: int, ref: Path, ref_s: float, rng: random.Random, root: Path) -> di
             rc = _external_kill(argv, delay)
             kills.append(f"after {delay:.1f}s" + ("" if rc == -9 else f" (finished first: {rc})"))
         else:
-            if u < 0.75:  # right after a step's artifacts are marked done
-                spec: dict[str, Any] = {"event": rng.choice(steps)}
+            if u < 0.75:  # right after a step's artifacts are marked done (one still to come)
+                spec: dict[str, Any] = {"event": rng.choice(_remaining(steps, run) or steps)}
             else:  # on an append to any evaluation log, usually leaving a torn line
                 spec = {"append": "", "nth": rng.randint(1, 3), "torn": rng.random() < 0.7}
             p = rf.run_cli(argv, kill=spec)
@@ -139,17 +161,49 @@ def main(trials: int = TRIALS, kills: int = KILLS, seed: int = SEED) -> list[dic
             mark = "identical" if r["identical"] else f"DIFFERS {r['diffs']} respent={r['respent']}"
             print(f"  trial {r['trial']}: {mark}; kills: {'; '.join(r['kills'])}", flush=True)
         n_ok = sum(r["identical"] for r in results)
-        n_kills = sum(1 for r in results for k in r["kills"] if "(" not in k.split("}")[-1])
+        n_kills = sum(1 for r in results for k in r["kills"] if _effective(k))
+        respent = sum(r["respent"] for r in results)
+        seconds = time.perf_counter() - t0
         print(
             f"kill -9 fuzz: {n_kills} effective kill points (of {trials * KILLS} drawn) over {trials} "
-            f"resumed runs: {n_ok} of {trials} "
-            f"identical, {sum(r['respent'] for r in results)} evaluations re-spent, "
-            f"{time.perf_counter() - t0:.0f} s",
+            f"resumed runs: {n_ok} of {trials} identical, {respent} evaluations re-spent, "
+            f"{seconds:.0f} s",
             flush=True,
+        )
+        _write_json(
+            {
+                "bench": "killfuzz",
+                "commit": _commit(),
+                "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
+                "rounds": ROUNDS,
+                "trials": trials,
+                "kills_per_trial": KILLS,
+                "seed": seed,
+                "reference_s": round(ref_s, 1),
+                "effective_kills": n_kills,
+                "drawn_kills": trials * KILLS,
+                "identical": n_ok,
+                "evaluations_respent": respent,
+                "seconds": round(seconds, 1),
+                "results": results,
+            }
         )
         return results
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _commit() -> str:
+    p = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=rf.REPO, capture_output=True, text=True, check=False
+    )
+    return p.stdout.strip()
+
+
+def _write_json(doc: dict[str, Any]) -> None:
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {OUT}", flush=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ every process below it (the sandbox worker and its children, worker pools) every
 table shows, per stage, the wall time and the peak of that sum. Stages: ``make`` (generate the
 suite and save it as parquet), ``load`` (read it back with ``tsevo.load_suite``), ``round`` (one
 builtin round with the report-only test, into a run folder) and ``report`` (``run_summary`` and
-the tidy frames the notebooks read). The budget is 24 GB for every case.
+the tidy frames the notebooks read). The budget is 24 GB for every case. Each finished case is
+also written to ``runs/bench/scale.json`` (keyed by case; a later run of some cases keeps the
+others).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import psutil
 SEED = 2027
 CASES = ("1x", "4x", "16x", "q20000", "long")
 BUDGET_GB = 24.0
+OUT = Path(__file__).resolve().parents[2] / "runs" / "bench" / "scale.json"
 
 
 class _Peak(threading.Thread):
@@ -169,19 +172,40 @@ def main(cases: tuple[str, ...] = CASES) -> list[dict[str, Any]]:
             print(f"{case:>7} FAILED ({p.returncode}): {p.stderr[-1500:]}", flush=True)
             continue
         r = json.loads(line)
+        r["peak_gb"] = max(r["peaks_gb"].values())
+        r["within_budget"] = r["peak_gb"] < BUDGET_GB
         rows.append(r)
+        _write_json(r, root)
         cells = [
             f"{r['times'][s]:7.1f}s {r['peaks_gb'].get(s, 0):5.2f}GB"
             for s in ("make", "load", "round", "report")
         ]
-        peak = max(r["peaks_gb"].values())
-        flag = "ok" if peak < BUDGET_GB else "OVER BUDGET"
+        peak = r["peak_gb"]
+        flag = "ok" if r["within_budget"] else "OVER BUDGET"
         print(
             f"{case:>7} {r['questions']:>9} {r['max_points']:>7}  {'  '.join(f'{c:>16}' for c in cells)}"
             f"   {peak:6.2f} {flag} ({r['status']})",
             flush=True,
         )
     return rows
+
+
+def _write_json(row: dict[str, Any], root: str) -> None:
+    """Merge one case into ``runs/bench/scale.json`` (with the commit and the machine)."""
+    doc: dict[str, Any] = {}
+    if OUT.exists():
+        try:
+            doc = json.loads(OUT.read_text(encoding="utf-8"))
+        except ValueError:
+            doc = {}
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    cases = doc.get("cases", {})
+    cases[row["case"]] = {**row, "commit": commit, "cpus": os.cpu_count()}
+    doc = {"bench": "scale", "budget_gb": BUDGET_GB, "cases": cases}
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
