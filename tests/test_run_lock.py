@@ -105,3 +105,56 @@ def test_cli_reports_a_busy_folder(other_writer: tuple[subprocess.Popen[str], Pa
 
     _, run = other_writer
     assert main(["evolve", "--suite", "synthetic:tiny", "--out", str(run), "--quiet"]) == 2
+
+
+def _hold(run: Path) -> subprocess.Popen[str]:
+    p = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(run)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=rf.env(),
+        cwd=rf.REPO,
+    )
+    assert p.stdout is not None and p.stdout.readline().strip() == "locked"
+    return p
+
+
+def _let_go(p: subprocess.Popen[str]) -> None:
+    assert p.stdin is not None and p.stdout is not None
+    p.stdin.close()
+    assert p.stdout.readline().strip() == "released"
+    p.wait(10)
+
+
+def test_notebook_holds_the_lock_only_while_its_call_writes(tmp_path: Path) -> None:
+    """ensure_run locks the run while its round writes and gives it back when the call returns
+    (not for the kernel's lifetime); afterwards a report, the tidy frames and a notebook's
+    ensure_run all read the run while another process holds it, and a notebook call that would
+    write to a folder another process holds is refused naming that PID."""
+    from tsevo.analysis import flips_df, run_summary
+    from tsevo.cli import main
+    from tsevo.notebook import QuickstartConfig, ensure_run
+
+    run = tmp_path / "nb"
+    cfg = QuickstartConfig(run_dir=str(run), size="2", seed=0)  # 24 questions: a few seconds
+    seen: list[int | None] = []
+    assert ensure_run(cfg, log=lambda _: seen.append(holder(run))) == run
+    assert seen and set(seen) == {os.getpid()}  # held by this kernel while the round wrote
+    assert holder(run) is None  # ... and given back when the call returned
+    p = _hold(run)  # so another process takes it at once
+    try:
+        assert holder(run) == p.pid
+        assert ensure_run(cfg, log=lambda _: None) == run  # finished: reused, no lock needed
+        assert run_summary(run)["rounds"] and len(flips_df(run)) > 0
+        assert main(["report", str(run), "--json"]) == 0
+        busy = tmp_path / "busy"
+        other = _hold(busy)
+        try:
+            with pytest.raises(RunFolderBusy, match=f"in use by PID {other.pid}"):
+                ensure_run(QuickstartConfig(run_dir=str(busy), size="2", seed=0), log=print)
+            assert not RunLayout(busy).is_run()
+        finally:
+            _let_go(other)
+    finally:
+        _let_go(p)
