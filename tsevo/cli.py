@@ -23,6 +23,7 @@ from tsevo.library.sandbox.limits import ALLOW_ENV
 from tsevo.roles import RoleSet, RunStopped
 from tsevo.roles.llm.config import RoleConfigs
 from tsevo.store import RunFolderBusy, RunLayout
+from tsevo.studies.command import add_run_arguments, run_command
 from tsevo.testing import scripted
 from tsevo.widgets.export import export_html
 
@@ -388,6 +389,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ss.add_argument("--status-every", type=float, default=5.0, help="seconds between status lines")
     ss.set_defaults(func=_cmd_serve_scripted)
+
+    study = sub.add_parser("study", help="study grids: notebooks over parameter grids on Dask")
+    stsub = study.add_subparsers(dest="study_cmd", required=True)
+    srun = stsub.add_parser(
+        "run",
+        parents=[unconfined],
+        help="run a study spec's cells (notebook x parameters) on Dask; finished cells are skipped",
+    )
+    add_run_arguments(srun)
+    srun.set_defaults(func=run_command)
 
     data = sub.add_parser("data", help="make or convert question suites")
     dsub = data.add_subparsers(dest="data_cmd", required=True)
