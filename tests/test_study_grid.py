@@ -54,21 +54,23 @@ def _gone(pid: int, within_s: float = 15.0) -> bool:
     return False
 
 
-@pytest.fixture(scope="module")
-def killed_grid(tmp_path_factory):
-    """``tsevo study run`` on a two-cell grid; the worker running cell ``a`` is killed mid-cell."""
-    tmp = tmp_path_factory.mktemp("grid")
-    spec = _spec(tmp, "grid", {"sleep_s": 5}, {"label": ["a", "b"]})
+def _run_grid_killing_a_worker(tmp: Path) -> dict:
+    """``tsevo study run`` on a two-cell grid; the worker running the first cell is killed mid-cell.
+
+    The first cell sleeps 30 s on its first attempt (long enough to be killed in it, on any
+    machine), not on a retry; the second does not sleep.
+    """
+    spec = _spec(tmp, "grid", {"label": "g"}, {"sleep_s": [30, 0]})
     out = tmp / "out"
     cmd = [sys.executable, "-m", "tsevo", "study", "run", str(spec), "--out", str(out)]
     cmd += ["--workers", "2", "--retries", "1", "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    cell_a = out / "grid" / "label=a"
+    cell_a = out / "grid" / "sleep_s=30"
     deadline = time.monotonic() + 180
-    while not list((cell_a / "run").glob("started-*")):  # cell a's kernel runs the notebook
+    while not list((cell_a / "run").glob("started-*")):  # its kernel runs the notebook
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            pytest.fail("cell a never started:\n" + "".join(proc.communicate()))
+            pytest.fail("the first cell never started:\n" + "".join(proc.communicate()))
         time.sleep(0.05)
     kernel_pid = int(next((cell_a / "run").glob("started-*")).read_text())
     running = json.loads((cell_a / "running.json").read_text())
@@ -85,15 +87,15 @@ def killed_grid(tmp_path_factory):
     }
 
 
-def test_killed_worker_the_study_completes_with_every_cell_recorded_once(killed_grid):
-    g = killed_grid
+def test_killed_worker_the_study_completes_with_every_cell_recorded_once_then_resumes(tmp_path):
+    g = _run_grid_killing_a_worker(tmp_path)
     assert g["rc"] == 0, g["stdout"] + g["stderr"][-4000:]
     assert "Dask dashboard: http" in g["stdout"]
     table = json.loads((g["out"] / "grid" / "study.json").read_text())
-    assert sorted(r["cell"] for r in table) == ["label=a", "label=b"]
+    assert [r["cell"] for r in table] == ["sleep_s=30", "sleep_s=0"]
     assert [r["status"] for r in table] == ["done", "done"]
-    assert sum(line.startswith("label=") for line in g["stdout"].splitlines()) == 2
-    a, b = (g["out"] / "grid" / "label=a", g["out"] / "grid" / "label=b")
+    assert sum(line.lstrip().startswith("sleep_s=") for line in g["stdout"].splitlines()) == 2
+    a, b = (g["out"] / "grid" / "sleep_s=30", g["out"] / "grid" / "sleep_s=0")
     ledger_a = _ledger(a)
     assert [t["outcome"] for t in ledger_a] == ["lost", "ok"]
     assert [t["attempt"] for t in ledger_a] == [1, 2]
@@ -101,25 +103,23 @@ def test_killed_worker_the_study_completes_with_every_cell_recorded_once(killed_
     assert ledger_a[0]["worker_pid"] == g["running"]["worker_pid"]
     assert [t["outcome"] for t in _ledger(b)] == ["ok"]
     rows = {r["cell"]: r for r in table}
-    assert rows["label=a"]["attempts"] == 2 and rows["label=b"]["attempts"] == 1
-    for cell, label in ((a, "a"), (b, "b")):
-        assert json.loads((cell / "run" / "result.json").read_text()) == {"label": label}
+    assert rows["sleep_s=30"]["attempts"] == 2 and rows["sleep_s=0"]["attempts"] == 1
+    for cell, sleep_s in ((a, 30), (b, 0)):
+        assert json.loads((cell / "run" / "result.json").read_text()) == {"label": "g"}
         rec = json.loads((cell / "cell.json").read_text())
-        assert rec["parameters"] == {"sleep_s": 5, "label": label}
+        assert rec["parameters"] == {"label": "g", "sleep_s": sleep_s}
         assert Path(rec["output"]).exists()
     # nothing of the killed attempt keeps running: its cell subprocess died with the worker and
     # its kernel noticed its parent was gone
     assert _gone(g["running"]["pid"]) and _gone(g["kernel_pid"])
 
-
-def test_rerun_skips_finished_cells(killed_grid):
-    g = killed_grid
+    # a rerun skips the finished cells: no cluster, no attempt
     spec = load_spec(g["spec"])
     before = {c.key: c.attempts() for c in expand_cells(spec, g["out"])}
     lines: list[str] = []
     table = run_study(spec, g["out"], progress=False, log=lines.append)
     assert list(table["status"]) == ["finished", "finished"]
-    assert list(table.columns) == ["cell", "sleep_s", "label", *STUDY_COLUMNS[1:]]
+    assert list(table.columns) == ["cell", "label", "sleep_s", *STUDY_COLUMNS[1:]]
     assert not any("Dask" in line for line in lines)  # no cluster was started
     assert {c.key: c.attempts() for c in expand_cells(spec, g["out"])} == before
 
@@ -139,6 +139,23 @@ def test_a_cell_is_finished_only_with_its_output_and_a_record_for_its_parameters
     assert not other.finished() and other.stale()
     with pytest.raises(ValueError, match="other parameters"):
         run_study(changed, tmp_path / "out", progress=False)
+
+
+def test_a_notebook_path_spec_takes_the_names_of_its_parameters_cell(tmp_path):
+    with pytest.raises(TypeError, match="sleeps"):
+        load_spec(_spec(tmp_path, "s", {}, {"sleeps": [1]}))
+    spec = load_spec(_spec(tmp_path, "s", {"fail": False}, {"label": ["a", "b/c"]}))
+    cells = expand_cells(spec, tmp_path / "out")
+    assert [c.key for c in cells] == ["label=a", "label=b-c"]
+    assert cells[0].papermill_parameters() == {
+        "run_dir": str(cells[0].run_dir.resolve()),
+        "fail": False,
+        "label": "a",
+    }
+    lines: list[str] = []
+    table = run_study(spec, tmp_path / "out", dry_run=True, log=lines.append)
+    assert list(table["status"]) == ["pending", "pending"] and len(lines) == 2
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_cell_that_always_fails_is_recorded_failed_after_bounded_retries(tmp_path):
