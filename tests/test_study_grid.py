@@ -26,6 +26,7 @@ import psutil
 import pytest
 
 from tsevo.studies import STUDY_COLUMNS, expand_cells, load_spec, run_study
+from tsevo.studies.attempt import run_attempt
 
 REPO = Path(__file__).resolve().parents[1]
 NB = REPO / "tests" / "data" / "studies" / "tiny_cell.ipynb"
@@ -159,16 +160,27 @@ def test_a_notebook_path_spec_takes_the_names_of_its_parameters_cell(tmp_path):
 
 
 def test_a_cell_that_always_fails_is_recorded_failed_after_bounded_retries(tmp_path):
+    """On an existing cluster (``--scheduler``): a LocalCluster started here, one worker process."""
+    from distributed import LocalCluster
+
     spec = load_spec(_spec(tmp_path, "bad", {"fail": True}, {"label": ["c"]}))
+    lines: list[str] = []
     dashboard: list[int] = []
 
     def log(line: str) -> None:
+        lines.append(line)
         if line.startswith("Dask dashboard: "):  # the printed link answers while the grid runs
             with urllib.request.urlopen(line.split(": ", 1)[1], timeout=30) as r:
                 dashboard.append(r.status)
 
-    table = run_study(spec, tmp_path / "out", workers=1, retries=1, progress=False, log=log)
-    assert dashboard == [200]
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
+    ) as cluster:
+        address = cluster.scheduler_address
+        table = run_study(
+            spec, tmp_path / "out", scheduler=address, workers=1, retries=1, progress=False, log=log
+        )
+    assert lines[0] == f"Dask scheduler {address}: 1 workers" and dashboard == [200]
     (row,) = table.to_dict("records")
     assert row["status"] == "failed" and row["attempts"] == 2 and row["exit_codes"] == [1, 1]
     assert "fails on purpose" in row["error"]
@@ -179,6 +191,17 @@ def test_a_cell_that_always_fails_is_recorded_failed_after_bounded_retries(tmp_p
     ]
     assert all("cell c fails on purpose" in t["stderr_tail"] for t in ledger)
     assert not (tmp_path / "out" / "bad" / "label=c" / "cell.json").exists()
+
+
+def test_an_attempt_past_its_timeout_is_killed_and_recorded(tmp_path):
+    """The worker-side attempt, called directly: the subprocess is killed at the deadline."""
+    spec = load_spec(_spec(tmp_path, "slow", {"sleep_s": 60}, {"label": ["d"]}))
+    (cell,) = expand_cells(spec, tmp_path / "out")
+    res = run_attempt(cell, 1, timeout_s=1.0)
+    assert res["outcome"] == "timeout" and res["exit_code"] == -signal.SIGKILL
+    assert res["worker"] is None and res["worker_pid"] == os.getpid()
+    assert _gone(res["pid"], within_s=1.0)
+    assert not cell.finished() and not cell.running_path.exists()
 
 
 def test_dask_is_imported_only_inside_functions():
