@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,6 +40,7 @@ KEYS = ("base", "final", "gain", "family_gain_mean", "family_gain_min", "harmed_
 def one_seed(preset: str, seed: int, out: Path, roles: RoleSet | None = None) -> dict[str, Any]:
     """One round on ``make_suite(preset, seed)``; the numbers of its report-only test."""
     suite = make_suite(preset, seed=seed)
+    shutil.rmtree(out, ignore_errors=True)  # a leftover folder would resume to its old result
     t0 = time.perf_counter()
     evolve(
         suite,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["CONCEPTS", "groups_for", "relevance"]
+__all__ = ["CONCEPTS", "concept_stems", "groups_for", "relevance"]
 
 _WORDS = re.compile(r"[a-z]+")
 
@@ -163,6 +163,11 @@ def groups_for(tokens: Iterable[str]) -> frozenset[str]:
             if _hits(t, stem):
                 out.update(groups)
     return frozenset(out)
+
+
+def concept_stems(tokens: Iterable[str]) -> frozenset[str]:
+    """The lexicon's stems the words hit (two phrasings of one question usually share one)."""
+    return frozenset(stem for t in tokens for stem in CONCEPTS if _hits(t, stem))
 
 
 def _hits(token: str, stem: str) -> bool:

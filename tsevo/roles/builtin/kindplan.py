@@ -15,21 +15,25 @@ the branches of one composite tool (:mod:`.composite`), its scope the union of t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tsevo.library.reading import apply_rule
 from tsevo.library.tool import Contract, Matcher, Scope
 
 from ..protocols import ContractCard, Dossier, Example
 from .composite import Branch, branch_rule, composite_measurement
-from .concepts import groups_for
+from .concepts import concept_stems, groups_for
 from .kinds import KindIndex
+from .measure import SpecCache
 
 __all__ = ["KindPlanSettings", "composite_card", "plan_kinds"]
 
 
 class _Ranker(Protocol):
+    cache: SpecCache
+
     def rank(
         self,
         examples: Sequence[Example],
@@ -50,13 +54,18 @@ class KindPlanSettings:
         strict_bar: Least cross-validated accuracy of a rule found in the whole catalog.
         min_gain: Least number of rows the rule must recover beyond the agent's current answers.
         max_branches: Most branches one composite tool holds.
+        pool: Pool a kind's rows with those of kinds that share its option set and a concept word
+            (two phrasings of one question, or one concept under one option set); the pooled rule
+            is used when it reads the kind's own rows at least as well as the kind's own rule does
+            out of sample (shrinkage toward the pooled rule).
     """
 
     min_rows: int = 3
     bar: float = 0.6
     strict_bar: float = 0.85
     min_gain: int = 1
-    max_branches: int = 12
+    max_branches: int = 24
+    pool: bool = True
 
 
 def _labelled(dossier: Dossier) -> list[Example]:
@@ -67,6 +76,64 @@ def _labelled(dossier: Dossier) -> list[Example]:
             seen.add(e.question.id)
             out.append(e)
     return out
+
+
+def _siblings(index: KindIndex, kid: str, by_kind: Mapping[str, Sequence[Example]]) -> list[str]:
+    """Kinds with the same option set whose words share a concept with ``kid``'s (pooling partners)."""
+    k = index.by_id[kid]
+    stems = concept_stems(k.anchor)
+    if not stems:
+        return []
+    return sorted(
+        o.id
+        for o in index.kinds
+        if o.id != kid
+        and o.id in by_kind
+        and o.shape == k.shape
+        and stems & concept_stems(o.anchor)
+    )
+
+
+def _search(
+    ranker: _Ranker,
+    ex: Sequence[Example],
+    words: frozenset[str],
+    settings: KindPlanSettings,
+    entry: dict[str, Any],
+    tag: str = "",
+) -> tuple[Any, str] | None:
+    """The best measurement and rule on ``ex``: concept groups first, then the whole catalog."""
+    prior = groups_for(words)
+    passes = [(prior, settings.bar), (None, settings.strict_bar)] if prior else []
+    for groups, bar in passes or [(None, settings.strict_bar)]:
+        _, _, ranked = ranker.rank(ex, groups=groups, few=True, words=words)
+        if not ranked:
+            continue
+        best = ranked[0]
+        if best.cv_acc >= bar:
+            return best, "concepts" if groups else "catalog"
+        entry.setdefault("rejected", []).append(
+            {
+                "measurement": best.spec.describe(best.key),
+                "cv_acc": round(best.cv_acc, 4),
+                **({"rows": tag} if tag else {}),
+            }
+        )
+    return None
+
+
+def _accuracy(ranker: _Ranker, best: Any, ex: Sequence[Example]) -> float:
+    """In-sample accuracy of a ranked measurement's rule on ``ex``."""
+    if not ex:
+        return 0.0
+    hits = 0
+    for e in ex:
+        q = e.question
+        rd = apply_rule(
+            best.rule, ranker.cache.get(best.spec, q), q.options, q.candidates, q.question
+        )
+        hits += int(rd.option is not None and rd.option == e.gold)
+    return hits / len(ex)
 
 
 def plan_kinds(
@@ -89,48 +156,59 @@ def plan_kinds(
         ex = by_kind.get(kid, [])
         kind = index.by_id[kid]
         current = sum(bool(getattr(e.record, "correct", False)) for e in ex)
+        sibs = _siblings(index, kid, by_kind) if settings.pool else []
+        pooled = [*ex, *(e for s in sibs for e in by_kind[s])]
         entry: dict[str, Any] = {
             "template": kind.describe(),
             "rows": len(ex),
             "errors": err_kinds[kid],
             "current_correct": current,
         }
+        if sibs:
+            entry["pooled_with"] = sibs
+            entry["pooled_rows"] = len(pooled)
         report[kid] = entry
-        if len(ex) < settings.min_rows:
+        if len(pooled) < settings.min_rows:
             entry["outcome"] = "too few rows"
             continue
-        prior = groups_for(kind.anchor)
-        passes = [(prior, settings.bar), (None, settings.strict_bar)] if prior else []
-        passes = passes or [(None, settings.strict_bar)]
-        chosen = None
-        for groups, bar in passes:
-            _, _, ranked = ranker.rank(ex, groups=groups, few=True, words=kind.anchor)
-            if not ranked:
-                continue
-            best = ranked[0]
-            correct = round(best.cv_acc * len(ex))
-            if best.cv_acc >= bar and correct - current >= settings.min_gain:
-                chosen = (best, "concepts" if groups else "catalog")
-                break
-            entry.setdefault("rejected", []).append(
-                {"measurement": best.spec.describe(best.key), "cv_acc": round(best.cv_acc, 4)}
-            )
+        own = (
+            _search(ranker, ex, kind.anchor, settings, entry)
+            if len(ex) >= settings.min_rows
+            else None
+        )
+        chosen = own
+        if sibs:
+            pool_words = kind.anchor.union(*(index.by_id[s].anchor for s in sibs))
+            shared = _search(ranker, pooled, pool_words, settings, entry, tag="pooled")
+            if shared is not None:
+                own_acc = _accuracy(ranker, shared[0], ex)
+                # shrinkage toward the pooled rule: it reads this kind's own rows at least as well
+                # as the kind's own best rule does out of sample
+                if own is None or own_acc >= own[0].cv_acc - 1e-9:
+                    chosen = (shared[0], shared[1] + "+pooled")
+                    entry["pooled_own_acc"] = round(own_acc, 4)
         if chosen is None:
             entry["outcome"] = "no rule clears the bar"
             continue
         best, source = chosen
+        # own rule: its out-of-sample accuracy; pooled rule: how it reads the kind's rows
+        acc = _accuracy(ranker, best, ex) if source.endswith("+pooled") else best.cv_acc
+        recovered = round(acc * len(ex))
+        if recovered - current < settings.min_gain:
+            entry["outcome"] = f"recovers {recovered} of {len(ex)} rows, the agent {current}"
+            continue
         require, forbid = index.dispatch(kid)
-        keys = (best.key,)
         branches.append(
             Branch(
                 (kid,),
                 require,
                 forbid,
                 best.spec,
-                keys,
+                (best.key,),
                 best.rule,
                 {
                     "rows": len(ex),
+                    "pooled_rows": len(pooled) if source.endswith("+pooled") else len(ex),
                     "cv_acc": round(best.cv_acc, 4),
                     "current_correct": current,
                     "source": source,
@@ -138,7 +216,7 @@ def plan_kinds(
                 },
             )
         )
-        entry["outcome"] = f"branch b{len(branches)}: {best.spec.describe(best.key)}"
+        entry["outcome"] = f"branch b{len(branches)}: {best.spec.describe(best.key)} ({source})"
         if len(branches) >= settings.max_branches:
             break
     return branches, report

@@ -1,0 +1,124 @@
+"""Per question kind on the ``mixed`` preset: counts of what a round did to each kind, as JSON.
+
+``python -m tests.bench.mixed_kinds runs/bench/mixed-dev-on.json [--out FILE]``
+
+Reads a JSON written by :mod:`tests.bench.seeds` (``--preset mixed``) and, for each seed's run
+folder beside it, the round's report-only test table. Evaluation is the one place the suite's
+metadata is read: the generator's kind name (``subtask``) groups the test questions. Per kind and
+seed it counts the training questions, the test questions, the test questions answered right before
+and after the round, and the test questions a deployed tool ran on (``tools_ok``), split by whether
+that tool is a composite (one branch per recovered question kind). A kind *gained* when more of its
+test questions are right after the round than before; a kind has two or three test questions, so
+these are counts, not rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tsevo.data.synthetic import make_suite
+from tsevo.library.library import Library
+
+
+def composite_tools(run: Path) -> set[str]:
+    """Ids of the deployed tools whose contract names a composite (branch list) measurement."""
+    lib = Library.load(run / "library")
+    return {
+        a.id
+        for a in lib.all_artifacts()
+        if a.kind == "tool" and a.contract.measurement.startswith("composite(")
+    }
+
+
+def kinds_of_seed(seed: int, run: Path) -> dict[str, dict[str, int]]:
+    """Per kind: train and test counts, right before/after, questions a (composite) tool ran on."""
+    suite = make_suite("mixed", seed=seed)
+    test = pd.read_parquet(run / "rounds" / "r1" / "test.parquet").set_index("qid")
+    comp = composite_tools(run)
+    out: dict[str, dict[str, int]] = defaultdict(Counter)  # type: ignore[arg-type]
+    for q in suite:
+        split = suite.splits.get(q.id)
+        row = out[q.subtask]
+        if split == "train":
+            row["train"] += 1
+        elif split == "test" and q.id in test.index:
+            r = test.loc[q.id]
+            row["test"] += 1
+            row["before"] += int(bool(r["before_correct"]))
+            row["after"] += int(bool(r["after_correct"]))
+            ran = list(r["tools_ok"])
+            row["tool_ran"] += int(bool(ran))
+            row["composite_ran"] += int(any(t in comp for t in ran))
+    return {k: dict(v) for k, v in sorted(out.items())}
+
+
+def summarize(per_kind: dict[str, dict[str, int]]) -> dict[str, int]:
+    """Kinds gained / lost / unchanged, and served by a composite branch or by any tool."""
+    return {
+        "kinds": len(per_kind),
+        "gained": sum(v.get("after", 0) > v.get("before", 0) for v in per_kind.values()),
+        "lost": sum(v.get("after", 0) < v.get("before", 0) for v in per_kind.values()),
+        "served_by_composite": sum(v.get("composite_ran", 0) > 0 for v in per_kind.values()),
+        "served_by_any_tool": sum(v.get("tool_ran", 0) > 0 for v in per_kind.values()),
+        "gained_served_by_composite": sum(
+            v.get("after", 0) > v.get("before", 0) and v.get("composite_ran", 0) > 0
+            for v in per_kind.values()
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("seeds_json", help="a JSON written by tests.bench.seeds --preset mixed")
+    ap.add_argument("--out", default="", help="JSON file (default: <seeds_json>-kinds.json)")
+    args = ap.parse_args(argv)
+    src = Path(args.seeds_json)
+    doc = json.loads(src.read_text())
+    if doc.get("preset") != "mixed":
+        sys.exit(f"{src}: preset {doc.get('preset')!r}, not 'mixed'")
+    runs = src.with_suffix("")
+    seeds: dict[str, Any] = {}
+    for s in doc["seeds"]:
+        per_kind = kinds_of_seed(int(s), runs / str(s))
+        seeds[str(s)] = {"summary": summarize(per_kind), "kinds": per_kind}
+        sm = seeds[str(s)]["summary"]
+        print(
+            f"seed {s}: {sm['gained']} of {sm['kinds']} kinds gained, {sm['lost']} lost; "
+            f"{sm['served_by_composite']} served by a composite branch "
+            f"({sm['gained_served_by_composite']} of them gained), "
+            f"{sm['served_by_any_tool']} by any tool"
+        )
+    trains = [v["train"] for sd in seeds.values() for v in sd["kinds"].values()]
+    agg = {
+        k: {
+            "mean": round(statistics.mean(sd["summary"][k] for sd in seeds.values()), 3),
+            "sd": round(statistics.stdev([sd["summary"][k] for sd in seeds.values()]), 3)
+            if len(seeds) > 1
+            else 0.0,
+        }
+        for k in next(iter(seeds.values()))["summary"]
+    }
+    result = {
+        "source": str(src),
+        "label": doc.get("label", ""),
+        "kinds_setting": doc.get("kinds", ""),
+        "train_questions_per_kind": dict(sorted(Counter(trains).items())),
+        "aggregate": agg,
+        "seeds": seeds,
+    }
+    out = Path(args.out) if args.out else src.with_name(src.stem + "-kinds.json")
+    out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    print(f"train questions per kind: {result['train_questions_per_kind']} -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Composite planning per question kind: pooling the rows of kinds that share an option set and a
+concept word (two phrasings of one question), and not pooling kinds that share only options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tsevo.data import Question, QuestionView
+from tsevo.roles.builtin import MeasurementPlanner
+from tsevo.roles.builtin.kindplan import KindPlanSettings, plan_kinds
+from tsevo.roles.protocols import Dossier, Example
+
+YN = ("Yes", "No")
+
+
+@dataclass(frozen=True)
+class _Rec:
+    correct: bool = False
+    final_answer: int | None = None
+
+
+def _ex(qid: str, text: str, rising: bool, seed: int) -> Example:
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0.0, 1.0, 96)
+    y = (t if rising else -t) * 3.0 + 0.2 * rng.standard_normal(96)
+    q = Question(
+        id=qid,
+        source="test",
+        task="mixed",
+        question=text,
+        options=YN,
+        series={"X": y},
+        primary=("X",),
+        gold=0 if rising else 1,
+    )
+    return Example(QuestionView.of(q, "v" + qid), q.gold, _Rec())
+
+
+def _dossier() -> Dossier:
+    a = "Is there an upward trend in X?"
+    b = "Does X trend upward as time goes on?"
+    c = "Is the spread of X constant over time?"  # same options, no shared concept word
+    rows = [
+        _ex("a1", a, True, 1),
+        _ex("a2", a, False, 2),
+        _ex("b1", b, True, 3),
+        _ex("b2", b, False, 4),
+        _ex("c1", c, True, 5),
+        _ex("c2", c, False, 6),
+    ]
+    return Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(rows), ())
+
+
+def test_two_phrasings_pool_their_rows_into_one_rule_served_per_kind():
+    branches, report = plan_kinds(MeasurementPlanner(), _dossier(), KindPlanSettings())
+    pooled = [e for e in report.values() if e.get("pooled_with")]
+    assert len(pooled) == 2 and all(e["pooled_rows"] == 4 for e in pooled)
+    assert len(branches) == 2  # one branch per phrasing, both from the pooled rows
+    assert all(b.stats["source"].endswith("+pooled") for b in branches)
+    assert branches[0].spec == branches[1].spec and branches[0].rule == branches[1].rule
+    # the kind that shares only the option set is neither pooled nor served from two rows
+    alone = [e for e in report.values() if "pooled_with" not in e]
+    assert len(alone) == 1 and alone[0]["outcome"] == "too few rows"
+
+
+def test_without_pooling_two_rows_per_kind_are_too_few():
+    branches, report = plan_kinds(MeasurementPlanner(), _dossier(), KindPlanSettings(pool=False))
+    assert branches == [] and {e["outcome"] for e in report.values()} == {"too few rows"}
