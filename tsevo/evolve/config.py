@@ -18,49 +18,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from fractions import Fraction
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ProtocolConfig", "exact"]
+from .ablation import AblationConfig, ablation_name, paper_ablation
+from .knobs import check_knobs, coerce, exact, knob
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
+__all__ = ["AblationConfig", "ProtocolConfig", "exact"]
 
-
-def exact(x: float | int) -> Fraction:
-    """Return a number as an exact fraction of its shortest decimal form.
-
-    ``exact(0.02) == Fraction(1, 50)``: comparisons against protocol thresholds are then exact at
-    their edges instead of depending on binary floating point (``1 - 98/100 > 0.02`` is true in
-    floats).
-
-    Args:
-        x: A finite int or float.
-
-    Returns:
-        The fraction equal to ``repr(x)`` read as a decimal.
-    """
-    if isinstance(x, bool):
-        raise TypeError("exact() takes a number, not a bool")
-    return Fraction(repr(x)) if isinstance(x, float) else Fraction(x)
-
-
-def _knob(
-    default: Any,
-    doc: str,
-    *,
-    lo: float | None = None,
-    hi: float | None = None,
-    choices: tuple[str, ...] | None = None,
-    gap: bool = False,
-) -> Any:
-    """A dataclass field with its documentation and validation bounds in the metadata."""
-    meta: dict[str, Any] = {"doc": doc, "lo": lo, "hi": hi, "choices": choices, "gap": gap}
-    return field(default=default, metadata=meta)
+_knob = knob
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -292,32 +260,19 @@ class ProtocolConfig:
         gap=True,
     )
 
+    # ---- ablations (the paper's §4; all on = the protocol) --------------------------------
+    ablation: AblationConfig = _knob(  # noqa: RUF009 - a frozen (immutable) default
+        AblationConfig(),
+        "Ablation switches (tsevo.evolve.ablation): calibration, gate, scope, residual_chain, "
+        "all on in the protocol; ProtocolConfig.ablated(name) applies one of the paper's named "
+        "ablations ('w/o cali.', 'w/o gate', 'w/o scope', 'w/ chronos', 'w/ expert', "
+        "'w/o residual chain'). Saved with the run; a run resumes only under the same switches.",
+    )
+
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value: Any = getattr(self, f.name)
-            want: type = type(f.default)
-            if want is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-                object.__setattr__(self, f.name, value)
-            if want is int and isinstance(value, bool):
-                raise TypeError(f"ProtocolConfig.{f.name}: expected int, got bool {value!r}")
-            if not isinstance(value, want):
-                raise TypeError(
-                    f"ProtocolConfig.{f.name}: expected {want.__name__}, got "
-                    f"{type(value).__name__} {value!r}"
-                )
-            meta = f.metadata
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"ProtocolConfig.{f.name}: must be finite, got {value!r}")
-            if meta["lo"] is not None and value < meta["lo"]:
-                raise ValueError(f"ProtocolConfig.{f.name}: must be >= {meta['lo']}, got {value!r}")
-            if meta["hi"] is not None and value > meta["hi"]:
-                raise ValueError(f"ProtocolConfig.{f.name}: must be <= {meta['hi']}, got {value!r}")
-            if meta["choices"] is not None and value not in meta["choices"]:
-                raise ValueError(
-                    f"ProtocolConfig.{f.name}: must be one of {list(meta['choices'])}, "
-                    f"got {value!r}"
-                )
+        if isinstance(self.ablation, Mapping):
+            object.__setattr__(self, "ablation", AblationConfig.from_dict(self.ablation))
+        check_knobs(self, "ProtocolConfig")
         if self.auto_prune:
             raise ValueError(
                 "ProtocolConfig.auto_prune: tsevo implements only AUTO_PRUNE off (one bounded "
@@ -326,8 +281,10 @@ class ProtocolConfig:
 
     # ---- (de)serialization -----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """Return every knob as a JSON-friendly dict (field order)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Return every knob as a JSON-friendly dict (field order; ``ablation`` as a nested dict)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["ablation"] = self.ablation.to_dict()
+        return d
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -362,7 +319,9 @@ class ProtocolConfig:
 
         Keys are case-insensitive (``AUTO_PRUNE`` works as in Table 3). String values are
         coerced to the knob's type (``"false"``, ``"3"``, ``"0.4"``); other values must already
-        have the right type.
+        have the right type. Ablation switches are ``ablation.<switch>`` keys, or ``ablation``
+        with one of the paper's names (``"w/o gate"``, ``"w/ chronos"``, ...; it may set
+        ``root``) or a dict of switches.
 
         Args:
             params: Knob name -> value overrides.
@@ -383,11 +342,49 @@ class ProtocolConfig:
             if name in lowered:
                 raise TypeError(f"ProtocolConfig.from_params: key {name!r} given more than once")
             lowered[name] = value
+        switches = {
+            k.split(".", 1)[1]: lowered.pop(k) for k in list(lowered) if k.startswith("ablation.")
+        }
+        named = lowered.pop("ablation", None)
         _check_known(lowered.keys(), "from_params")
-        coerced = {k: _coerce(k, v, kinds[k]) for k, v in lowered.items()}
+        coerced = {k: coerce("ProtocolConfig", k, v, kinds[k]) for k, v in lowered.items()}
         start = base.to_dict() if base is not None else {}
+        ablation = dict(start.get("ablation", {}))
+        if isinstance(named, str):
+            changes = paper_ablation(named)
+            if "root" in changes and coerced.get("root", changes["root"]) != changes["root"]:
+                raise ValueError(
+                    f"ablation {named!r} sets root={changes['root']!r}, not {coerced['root']!r}"
+                )
+            coerced.setdefault("root", changes.get("root", "empty"))
+            ablation = dict(changes.get("ablation", {}))
+        elif named is not None:
+            ablation.update(named.to_dict() if isinstance(named, AblationConfig) else dict(named))
+        ablation.update(AblationConfig.from_params(switches).to_dict() if switches else {})
         start.update(coerced)
+        start["ablation"] = AblationConfig.from_params(ablation)
         return cls(**start)
+
+    def ablated(self, name: str) -> ProtocolConfig:
+        """Return a copy under one of the paper's named ablations (``"full"``: every switch on).
+
+        Args:
+            name: ``full``, ``w/o cali.``, ``w/o gate``, ``w/o scope``, ``w/ chronos``,
+                ``w/ expert`` or ``w/o residual chain`` (case and punctuation ignored).
+
+        Raises:
+            ValueError: For an unknown name.
+        """
+        changes = paper_ablation(name)
+        return self.replace(
+            root=changes.get("root", "empty"),
+            ablation=AblationConfig.from_dict(changes.get("ablation", {})),
+        )
+
+    @property
+    def ablation_name(self) -> str:
+        """The paper's name of this config's ablation (``full`` by default, ``custom`` when none)."""
+        return ablation_name(self.root, self.ablation)
 
     def replace(self, **changes: Any) -> ProtocolConfig:
         """Return a copy with some knobs changed (validated like a new config).
@@ -437,11 +434,12 @@ class ProtocolConfig:
 
     def describe(self) -> list[dict[str, Any]]:
         """Return Table 3 as rows ``{"name", "value", "default", "doc", "decided_gap"}``."""
+        values, defaults = self.to_dict(), ProtocolConfig().to_dict()
         return [
             {
                 "name": f.name,
-                "value": getattr(self, f.name),
-                "default": f.default,
+                "value": values[f.name],
+                "default": defaults[f.name],
                 "doc": f.metadata["doc"],
                 "decided_gap": bool(f.metadata["gap"]),
             }
@@ -474,23 +472,3 @@ def _check_known(keys: Any, where: str) -> None:
     unknown = sorted(set(keys) - set(ProtocolConfig.field_names()))
     if unknown:
         raise TypeError(f"ProtocolConfig.{where}: unknown knob(s) {unknown}")
-
-
-def _coerce(name: str, value: Any, want: type) -> Any:
-    if not isinstance(value, str) or want is str:
-        return value
-    text = value.strip()
-    try:
-        if want is bool:
-            if text.lower() in _TRUE:
-                return True
-            if text.lower() in _FALSE:
-                return False
-            raise ValueError(text)
-        if want is int:
-            return int(text)
-        if want is float:
-            return float(text)
-    except ValueError:
-        pass
-    raise TypeError(f"ProtocolConfig.{name}: cannot read {value!r} as {want.__name__}")

@@ -15,6 +15,7 @@ from tsevo.library.sandbox import Sandbox
 from tsevo.roles import Callback, RoleSet, RunStopped
 from tsevo.store import RunStore, run_lock
 
+from .ablation import ablation_manifest
 from .config import ProtocolConfig
 from .evaluate import Evaluator, outcomes, paired_frame, task_table
 from .gate import paired_counts
@@ -37,7 +38,8 @@ def report_test(
     """Answer test with the libraries before and after round ``r`` (report only; used in no decision).
 
     A rejected round also gets one diagnostic test run of its best candidate library when
-    ``test_rejected_candidate`` is on.
+    ``test_rejected_candidate`` is on; an invalid round (a clustering failure or an invalid
+    measurement) gets none: it measured nothing the diagnostic could be compared with.
     """
     qs = list(test)
     b = evaluator.answer("test", before, qs)
@@ -56,7 +58,7 @@ def report_test(
     frame = paired_frame(
         b, a, labels=("before", "after"), order=[q.id for q in qs], tool_errors=False
     )
-    if result.status != "accepted" and cfg.test_rejected_candidate and result.candidate is not None:
+    if result.status == "rejected" and cfg.test_rejected_candidate and result.candidate is not None:
         d = evaluator.answer("test", result.candidate, qs)
         out["arms"]["diagnostic"] = evaluator.arm_name("test", result.candidate)
         out["diagnostic"] = {
@@ -102,12 +104,13 @@ def _open_store(
 ) -> tuple[RunStore, bool]:
     resumed = RunStore(out).layout.is_run()
     manifest: dict[str, Any] = {"roles": roles.names(), "backend": roles.backend}
+    manifest["ablation"] = ablation_manifest(cfg.root, cfg.ablation)
     for cb in callbacks:
         manifest.update(cb.manifest())
     store = RunStore.create(
         out,
         {
-            "protocol": cfg.to_dict(),
+            "protocol": _protocol_record(out, cfg, resumed),
             "suite": {
                 "name": suite.name,
                 "ref": suite_ref,
@@ -124,6 +127,20 @@ def _open_store(
     if not store.layout.suite.exists():
         suite.save(store.layout.suite)
     return store, resumed
+
+
+def _protocol_record(out: str | Path, cfg: ProtocolConfig, resumed: bool) -> dict[str, Any]:
+    """The protocol as ``config.json`` records it.
+
+    A run folder written before the ablation switches existed has no ``ablation`` entry; it
+    resumes under the default switches (the protocol it ran) and keeps its config as written.
+    """
+    d = cfg.to_dict()
+    if resumed and cfg.ablation.is_default:
+        stored = RunStore(out).config.get("protocol", {})
+        if isinstance(stored, dict) and "ablation" not in stored:
+            d.pop("ablation")
+    return d
 
 
 def evolve(

@@ -1,0 +1,112 @@
+"""Knob fields of the frozen configs: documentation and bounds in the field metadata, one validator.
+
+:class:`~tsevo.evolve.config.ProtocolConfig` and the :class:`~tsevo.evolve.ablation.AblationConfig`
+nested in it declare every field with :func:`knob`, validate in ``__post_init__`` with
+:func:`check_knobs` and read loose parameters (papermill cells, ``--set KEY=VALUE``) with
+:func:`coerce`. Thresholds with an exact protocol edge are compared through :func:`exact`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import field, fields
+from fractions import Fraction
+from typing import Any
+
+__all__ = ["check_knobs", "coerce", "exact", "knob"]
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def exact(x: float | int) -> Fraction:
+    """Return a number as an exact fraction of its shortest decimal form.
+
+    ``exact(0.02) == Fraction(1, 50)``: comparisons against protocol thresholds are then exact at
+    their edges instead of depending on binary floating point (``1 - 98/100 > 0.02`` is true in
+    floats).
+
+    Args:
+        x: A finite int or float.
+
+    Returns:
+        The fraction equal to ``repr(x)`` read as a decimal.
+    """
+    if isinstance(x, bool):
+        raise TypeError("exact() takes a number, not a bool")
+    return Fraction(repr(x)) if isinstance(x, float) else Fraction(x)
+
+
+def knob(
+    default: Any,
+    doc: str,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    gap: bool = False,
+) -> Any:
+    """A dataclass field with its documentation and validation bounds in the metadata."""
+    meta: dict[str, Any] = {"doc": doc, "lo": lo, "hi": hi, "choices": choices, "gap": gap}
+    return field(default=default, metadata=meta)
+
+
+def check_knobs(obj: Any, owner: str) -> None:
+    """Validate every knob of a frozen config against its default's type and its metadata.
+
+    An int given for a float knob is stored as a float.
+
+    Raises:
+        TypeError: A value of the wrong type (named ``owner.field``).
+        ValueError: A value out of bounds, not finite, or not among the choices.
+    """
+    for f in fields(obj):
+        value: Any = getattr(obj, f.name)
+        want: type = type(f.default)
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+            object.__setattr__(obj, f.name, value)
+        if want is int and isinstance(value, bool):
+            raise TypeError(f"{owner}.{f.name}: expected int, got bool {value!r}")
+        if not isinstance(value, want):
+            raise TypeError(
+                f"{owner}.{f.name}: expected {want.__name__}, got {type(value).__name__} {value!r}"
+            )
+        meta = f.metadata
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{owner}.{f.name}: must be finite, got {value!r}")
+        if meta["lo"] is not None and value < meta["lo"]:
+            raise ValueError(f"{owner}.{f.name}: must be >= {meta['lo']}, got {value!r}")
+        if meta["hi"] is not None and value > meta["hi"]:
+            raise ValueError(f"{owner}.{f.name}: must be <= {meta['hi']}, got {value!r}")
+        if meta["choices"] is not None and value not in meta["choices"]:
+            raise ValueError(
+                f"{owner}.{f.name}: must be one of {list(meta['choices'])}, got {value!r}"
+            )
+
+
+def coerce(owner: str, name: str, value: Any, want: type) -> Any:
+    """Read a string parameter as the knob's type (``"false"``, ``"3"``, ``"0.4"``).
+
+    Values that are not strings, and string knobs, are returned unchanged.
+
+    Raises:
+        TypeError: When the string cannot be read as ``want``.
+    """
+    if not isinstance(value, str) or want is str:
+        return value
+    text = value.strip()
+    try:
+        if want is bool:
+            if text.lower() in _TRUE:
+                return True
+            if text.lower() in _FALSE:
+                return False
+            raise ValueError(text)
+        if want is int:
+            return int(text)
+        if want is float:
+            return float(text)
+    except ValueError:
+        pass
+    raise TypeError(f"{owner}.{name}: cannot read {value!r} as {want.__name__}")
