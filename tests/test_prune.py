@@ -209,8 +209,11 @@ def test_prune_record_round_trips_and_checks_its_inputs() -> None:
     rec = PruneRecord.build(first, s, plan, retest)
     assert rec.accepted and "deploy" in rec.outcome
     assert PruneRecord.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
+    # a plan that removes every update needs no retest (the pruned library is the current one)
+    assert plan.removes_all and not PruneRecord.build(first, s, plan, None).accepted
+    partial = plan_prune(s.by_update, {"t1": {"t1_refine"}, "t2": set()}, CFG)
     with pytest.raises(ValueError, match="needs its one retest"):
-        PruneRecord.build(first, s, plan, None)
+        PruneRecord.build(first, s, partial, None)
     empty = plan_prune({"t1": (0, 1)}, {}, CFG)
     rec0 = PruneRecord.build(first, s, empty, None)
     assert not rec0.accepted and rec0.retest is None

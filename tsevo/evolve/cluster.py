@@ -8,12 +8,14 @@ Errors on which a tool fired (``tool_fired``: a defective or misused tool) and e
   most ``define_retries`` times. No task metadata is shown (an :class:`ErrorItem` has no task).
 * *assign*: every error goes out in batches of ``assign_batch`` under a strict contract (the reply
   must cover exactly the batch's ids with known category ids or ``None``); an invalid reply is
-  retried at most ``assign_retries`` times; at most ``assign_passes`` passes over what remains.
+  retried at most ``assign_retries`` times; at most ``assign_passes`` passes over the errors the
+  valid replies left without a category (``None``).
 
 Buckets larger than ``resplit_above`` are split once (define on the bucket's members with
 ``ceil(size / resplit_part)`` categories, at most ``max_categories``, then assign; not recursive), unassigned errors and buckets smaller than ``min_bucket`` are dropped and reported.
-A define step that still fails after its retries raises :class:`ClusteringError`: the round is
-then measurement-invalid (a rollback, not a verdict).
+A define step, an assign batch or a re-split that still fails after its retries raises
+:class:`ClusteringError`: the round is then measurement-invalid (a rollback, not a verdict),
+instead of silently dropping the errors it could not place.
 """
 
 from __future__ import annotations
@@ -213,6 +215,7 @@ def _assign(
     cfg: ProtocolConfig,
     res: ClusteringResult,
     side: str,
+    where: str = "",
 ) -> dict[str, str]:
     ids_ok = {c.id for c in cats}
     placed: dict[str, str] = {}
@@ -225,6 +228,7 @@ def _assign(
             batch = pending[i : i + cfg.assign_batch]
             want = {e.qid for e in batch}
             reply: Mapping[str, Any] | None = None
+            last_err = ""
             for _ in range(1 + cfg.assign_retries):
                 res.assign_calls += 1
                 try:
@@ -237,11 +241,14 @@ def _assign(
                         raise ValueError(f"unknown category ids {bad[:5]}")
                     reply = r
                     break
-                except Exception:  # contract violation: retry within bounds
+                except Exception as exc:  # contract violation: retry within bounds
                     res.invalid_replies += 1
-            if reply is None:
-                still.extend(batch)
-                continue
+                    last_err = str(exc)
+            if reply is None:  # a failed assign invalidates the round, like a failed define
+                raise ClusteringError(
+                    f"assign failed for {where} (a batch of {len(batch)}) after "
+                    f"{1 + cfg.assign_retries} attempt(s): {last_err}"
+                )
             for e in batch:
                 cid = reply[e.qid]
                 if cid is None:
@@ -277,7 +284,8 @@ def cluster_errors(
         A :class:`ClusteringResult`.
 
     Raises:
-        ClusteringError: when a define step fails after its retries (the round is invalid).
+        ClusteringError: when a define step, an assign batch or a re-split fails after its
+            retries (the round is invalid).
     """
     if ids is not None:
         return _cluster(ids.items(errors), triage, cfg, ids.key).mapped(ids.real)
@@ -296,7 +304,7 @@ def _cluster(
         if not items:
             continue
         cats = _define(triage, items, cfg.max_categories, cfg, res, side, key)
-        placed = _assign(triage, cats, items, cfg, res, side)
+        placed = _assign(triage, cats, items, cfg, res, side, side)
         res.unassigned.extend(sorted(e.qid for e in items if e.qid not in placed))
         by_cat = {c.id: c for c in cats}
         members: dict[str, list[str]] = {c.id: [] for c in cats}
@@ -309,12 +317,12 @@ def _cluster(
             groups = [(bid, by_cat[cid], mem, "")]
             if len(mem) > cfg.resplit_above and cfg.resplit_times > 0:
                 sub_items = [item_by_id[q] for q in mem]
-                try:
-                    parts = min(cfg.max_categories, max(2, math.ceil(len(mem) / cfg.resplit_part)))
-                    sub_cats = _define(triage, sub_items, parts, cfg, res, bid, key)
-                    sub_placed = _assign(triage, sub_cats, sub_items, cfg, res, side)
-                except ClusteringError:
-                    sub_cats, sub_placed = [], {}
+                # a failed re-split (define or assign) invalidates the round like a failed define
+                parts = min(cfg.max_categories, max(2, math.ceil(len(mem) / cfg.resplit_part)))
+                sub_cats = _define(triage, sub_items, parts, cfg, res, f"re-split of {bid}", key)
+                sub_placed = _assign(
+                    triage, sub_cats, sub_items, cfg, res, side, f"re-split of {bid}"
+                )
                 if len(sub_cats) >= 2 and len(set(sub_placed.values())) >= 2:
                     res.splits.append(bid)
                     groups = []

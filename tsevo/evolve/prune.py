@@ -22,13 +22,14 @@ second prune: AUTO_PRUNE is off (``ProtocolConfig.auto_prune`` can only be ``Fal
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from tsevo.evolve.config import ProtocolConfig, exact
 from tsevo.evolve.gate import ArmOutcome, GateDecision, paired_flips
+from tsevo.library.tool import Tool
 
 __all__ = [
     "Attribution",
@@ -40,6 +41,7 @@ __all__ = [
     "accept_pruned",
     "attribute",
     "clearly_harmful",
+    "dependents",
     "plan_prune",
 ]
 
@@ -372,6 +374,38 @@ def plan_prune(
     )
 
 
+def dependents(updates: Sequence[Tool]) -> dict[str, set[str]]:
+    """The dependents relation of a candidate stage's updates (DESIGN.md §2, decided gaps).
+
+    The dependents of ``u`` are the updates that target it (a refine's usage guidance, a rescope's
+    override, a retire's tombstone) and the members of ``u``'s own merged work group
+    (``provenance.group``) that share its measurement. Updates of other work groups are never
+    linked, whatever they measure: removing a harmful tool must not take a helpful tool of another
+    bucket with it. Updates without a recorded group have no group-mates.
+
+    Args:
+        updates: The candidate stage's updates.
+
+    Returns:
+        Update id -> ids of the updates removed with it (``plan_prune`` follows it transitively).
+    """
+    deps: dict[str, set[str]] = {t.id: set() for t in updates}
+    for t in updates:
+        if t.target in deps and t.target != t.id:
+            deps[t.target].add(t.id)
+    for t in updates:
+        if not t.provenance.group:
+            continue
+        deps[t.id] |= {
+            o.id
+            for o in updates
+            if o.id != t.id
+            and o.provenance.group == t.provenance.group
+            and o.contract.measurement == t.contract.measurement
+        }
+    return deps
+
+
 def _lb(decision: GateDecision) -> float:
     return -math.inf if decision.delta_lb is None else decision.delta_lb
 
@@ -432,11 +466,13 @@ class PruneRecord:
             first: The rejecting gate decision.
             attribution: The per-update counts.
             plan: The plan from :func:`plan_prune`.
-            retest: The retest decision, or ``None`` when the plan removed nothing.
+            retest: The retest decision, or ``None`` when the plan removed nothing, or everything
+                (the pruned library is then the current one: a rollback without a retest).
 
         Raises:
             PruneError: If ``first`` was not a rejection.
-            ValueError: If a retest is given for an empty plan or missing for a non-empty one.
+            ValueError: If a retest is given for an empty plan or missing for a plan that removes
+                some but not all updates.
         """
         if first.path != "rejected":
             raise PruneError(f"a prune follows only a rejected gate, not {first.path!r}")
@@ -444,6 +480,15 @@ class PruneRecord:
             if retest is not None:
                 raise ValueError("an empty prune plan has no retest")
             return cls(first, attribution, plan, None, False, "no clearly harmful update: rollback")
+        if plan.removes_all and retest is None:  # the pruned library is the current one
+            return cls(
+                first,
+                attribution,
+                plan,
+                None,
+                False,
+                f"every update ({len(plan.removed)}) is harmful or depends on one: rollback",
+            )
         if retest is None:
             raise ValueError("a non-empty prune plan needs its one retest")
         ok = accept_pruned(first, retest)

@@ -17,6 +17,7 @@ artifacts in its round folder (:class:`~tsevo.store.RoundPaths`) through the con
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -32,8 +33,9 @@ from tsevo.roles import ContractCard, RoleSet, WorkGroup
 from .cluster import ClusteringError, ClusteringResult, cluster_errors, error_item
 from .config import ProtocolConfig
 from .evaluate import Evaluator, gate_between, outcomes, paired_frame, records_frame
+from .gate import GateDecision
 from .plan import BucketSplit, build_dossier, coordinate, local_plans, split_bucket
-from .prune import Attribution, PruneRecord, accept_pruned, attribute, plan_prune
+from .prune import Attribution, PruneRecord, accept_pruned, attribute, dependents, plan_prune
 from .reconcile import reconcile_scopes
 from .result import RoundResult
 from .steps import RoundContext, Step, StepResult, run_steps
@@ -66,7 +68,7 @@ def base_pass(ctx: RoundContext) -> StepResult:
 
 # 2. clustering -----------------------------------------------------------------------------------
 def cluster(ctx: RoundContext) -> StepResult:
-    """Cluster the errors; a failed define invalidates the round (rollback, not a verdict)."""
+    """Cluster the errors; a failed define, assign or re-split invalidates the round (a rollback)."""
     items = [error_item(ctx.tq[q], ctx.base[q]) for q in ctx.errors]
     try:
         clustering = cluster_errors(items, ctx.roles.triage, ctx.cfg, ids=ctx.ids)
@@ -300,7 +302,7 @@ def prune(ctx: RoundContext) -> StepResult:
         _attributions(ctx.survivors, ctx.base_val, ctx.cand_val),
         updates=[t.id for t in ctx.survivors],
     )
-    pplan = plan_prune(attr.by_update, _dependents(ctx.survivors), ctx.cfg, already_pruned=False)
+    pplan = plan_prune(attr.by_update, dependents(ctx.survivors), ctx.cfg, already_pruned=False)
     retest = None
     pruned_lib = None
     val_qs = list(ctx.val)
@@ -319,8 +321,17 @@ def prune(ctx: RoundContext) -> StepResult:
         ctx.log(f"round {ctx.r}: prune removed {list(pplan.removed)}; retest {retest.path}")
         return StepResult({"accepted": True})
     ctx.log(f"round {ctx.r}: rejected ({rec.outcome})")
-    stop = ctx.result("rejected", rec.outcome, gate=g, prune=rec, candidate=ctx.candidate)
+    # the best rejected candidate (for the diagnostic test run): the pruned library when its
+    # retest measured a strictly better lower bound than the full candidate, else the full one
+    best = ctx.candidate
+    if pruned_lib is not None and retest is not None and _lb(retest) > _lb(g):
+        best = pruned_lib
+    stop = ctx.result("rejected", rec.outcome, gate=g, prune=rec, candidate=best)
     return StepResult({"accepted": False}, stop)
+
+
+def _lb(d: GateDecision) -> float:
+    return -math.inf if d.delta_lb is None else d.delta_lb
 
 
 def _attributions(
@@ -345,20 +356,6 @@ def _attributions(
         if resp:
             out.append(Attribution(q, tuple(sorted(resp))))
     return out
-
-
-def _dependents(tools: Sequence[Tool]) -> dict[str, set[str]]:
-    deps: dict[str, set[str]] = {t.id: set() for t in tools}
-    for t in tools:
-        if t.target in deps:
-            deps[t.target].add(t.id)
-    by_measure: dict[str, list[str]] = {}
-    for t in tools:
-        by_measure.setdefault(t.contract.measurement, []).append(t.id)
-    for ids in by_measure.values():
-        for i in ids:
-            deps[i] |= {j for j in ids if j != i}
-    return deps
 
 
 # 8. reconcile, final gate, chain write -----------------------------------------------------------

@@ -1,23 +1,29 @@
 """Synthesis and the prefilter: up to ``max_synthesis_attempts`` sequential attempts per work group.
 
-Each attempt's draft goes through mechanical checks before it is ever scored:
+Each attempt's draft goes through the mechanical checks of :mod:`tsevo.evolve.checks` before it is
+ever scored (the sandbox's AST gate, a smoke call, context selection on the bucket's support rows,
+calibration on request, fitted on train rows only).
 
-1. the sandbox's AST gate (a single zero-argument function, allowlisted syntax);
-2. a smoke call on synthetic inputs built from the contract's signature;
-3. a context-selection check on the bucket's support rows (runs twice for determinism; no covariate
-   read that the question does not mention; the outputs the reading rule needs are present);
-4. calibration on request: a ``binary_decision_tree_v1`` fitted on in-scope TRAIN rows only (never a
-   bucket's held-out rows) and compiled into the source.
+Retry policy. Before every attempt the contract's input signature is checked against the group's
+held-out errors and, when none of them can deliver it, adapted to what they carry (recorded in
+:attr:`GroupOutcome.adaptations`). A violation gets one targeted repair from the synthesizer. A
+draft that passes is prefiltered: the candidate library (current chain plus this one artifact)
+answers the bucket's held-out errors (at most ``prefilter_errors``, members of a merged group
+interleaved) and a harm probe of in-scope train questions the current library gets right. It
+survives with at least ``prefilter_min_repairs`` *attributable* repairs (fixed, with the draft
+bound, executed and responsible for the replacement in the trace), harm within
+``max(prefilter_harm_cap_abs, prefilter_harm_cap_frac * probe)`` and execution errors within
+``prefilter_exec_error_cap``. A repair rate of at least ``prefilter_early_stop`` stops the search;
+otherwise the best passing attempt goes on. Consecutive zero-repair outcomes (an attempt rejected
+by the checks is one) trigger a replan after ``replan_after_zero_repair`` of them. The strongest
+attempt so far is kept apart, so a weaker retry never displaces it, and the synthesizer is shown
+it apart from the other attempts (with its source), next to the current library (a synthesizer
+with ``for_library`` is bound to it). Retire cards need no synthesis: their tombstone is built
+from the card.
 
-A violation gets one targeted repair from the synthesizer. A draft that passes is prefiltered: the
-candidate library (current chain plus this one artifact) answers the bucket's held-out errors (at most
-``prefilter_errors``, members of a merged group interleaved) and a harm probe of in-scope train
-questions the current library gets right. It survives with at least ``prefilter_min_repairs``
-*attributable* repairs (fixed, with the draft bound, executed and responsible for the replacement in
-the trace), harm within ``max(prefilter_harm_cap_abs, prefilter_harm_cap_frac * probe)`` and execution
-errors within ``prefilter_exec_error_cap``. A repair rate of at least ``prefilter_early_stop`` stops the
-search; otherwise the best passing attempt goes on. Two consecutive zero-repair attempts trigger a
-replan. The strongest attempt so far is kept apart, so a weaker retry never displaces it.
+Ablations (``cfg.ablation``): without calibration a requested tree is refused (the synthesizer
+repairs the draft into an uncalibrated reading) and no group contract asks for one; without scopes
+every draft is given the empty scope (it applies everywhere) before its checks.
 """
 
 from __future__ import annotations
@@ -27,15 +33,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from tsevo.agent import AnswerRecord
 from tsevo.data import Question
-from tsevo.library.calibration import attach_tree, fit_calibration
-from tsevo.library.context import ToolInput
 from tsevo.library.library import Library, Stage, scope_matches
-from tsevo.library.reading import norm_label
-from tsevo.library.tool import Guidance, ReadingRule, Tool
+from tsevo.library.tool import Provenance, Scope, Tool
 from tsevo.roles.protocols import (
     AttemptFeedback,
     Dossier,
@@ -45,6 +46,7 @@ from tsevo.roles.protocols import (
     WorkGroup,
 )
 
+from .checks import calibrate, check_draft, deliverable_signature, smoke_inputs
 from .config import ProtocolConfig
 from .evaluate import Evaluator
 from .views import ViewIds
@@ -102,16 +104,20 @@ class GroupOutcome:
     survivor: Tool | None = None
     replans: int = 0
     stopped: str = ""
+    adaptations: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict (the survivor by id; its files live in candidates/)."""
-        return {
+        d: dict[str, Any] = {
             "group_id": self.group_id,
             "attempts": [a.to_dict() for a in self.attempts],
             "survivor": self.survivor.id if self.survivor else None,
             "replans": self.replans,
             "stopped": self.stopped,
         }
+        if self.adaptations:  # signature adaptations (groups without one keep their bytes)
+            d["adaptations"] = self.adaptations
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], survivor: Tool | None = None) -> GroupOutcome:
@@ -124,149 +130,8 @@ class GroupOutcome:
             survivor,
             int(d.get("replans", 0)),
             d.get("stopped", ""),
+            list(d.get("adaptations", [])),
         )
-
-
-def smoke_inputs(signature: Sequence[str]) -> list[ToolInput]:
-    """Synthetic inputs built from a contract signature (a smoke call must not error on them)."""
-    rng = np.random.default_rng(0)
-    n = 160
-    t = np.arange(n)
-    y = np.sin(2 * np.pi * t / 16) + 0.05 * t + 0.3 * rng.standard_normal(n)
-    series: dict[str, np.ndarray] = {"series": y}
-    primary: tuple[str, ...] = ("series",)
-    cands: tuple[str, ...] = ()
-    covs: tuple[str, ...] = ()
-    text = "Smoke test question about the series from t=10 to t=50 and from t=60 to t=100."
-    sig = set(signature)
-    if list(signature).count("primary") >= 2:
-        series["second"] = np.roll(y, 3) + 0.2 * rng.standard_normal(n)
-        primary = ("series", "second")
-    if "candidates" in sig or "reference" in sig:
-        for c in "ABC":
-            series[c] = (
-                y[::-1] + rng.standard_normal(n) if c != "B" else y + 0.1 * rng.standard_normal(n)
-            )
-        cands = ("A", "B", "C")
-    if "covariate" in sig:
-        series["driver"] = np.roll(y, 5)
-        covs = ("driver",)
-        text += " Does driver lead the series?"
-    return [ToolInput("smoke", "smoke", text, series, primary, covs, cands)]
-
-
-def _rule_keys_present(
-    rule: ReadingRule | None, outputs: Mapping[str, Any], candidates: Sequence[str]
-) -> bool:
-    return rule is None or rule.applies(outputs, candidates)
-
-
-def check_draft(draft: Tool, sandbox: Any, support: Sequence[Question]) -> list[str]:
-    """Mechanical checks before execution and on support rows; returns violations (empty = clean)."""
-    if draft.kind != "tool":
-        return []
-    gate = sandbox.check(draft.source)
-    if not gate.ok:
-        return [f"gate: {'; '.join(gate.reasons)}"]
-    for r in sandbox.run(draft.source, smoke_inputs(draft.contract.signature)):
-        if r.status == "error":
-            return [f"smoke call failed ({r.error_kind}): {r.error}"]
-    if not support:
-        return []
-    res = sandbox.run(
-        draft.source, [ToolInput.from_question(q) for q in support], check_determinism=True
-    )
-    problems = []
-    kinds = {r.error_kind for r in res if r.status == "error"}
-    if "covariate" in kinds:
-        problems.append("context selection: reads a covariate the question does not mention")
-    if "nondeterministic" in kinds:
-        problems.append("determinism: two runs on the same question disagree")
-    ok = [(q, r) for q, r in zip(support, res, strict=True) if r.status == "ok"]
-    if not ok:
-        errs = sorted({f"{r.error_kind}: {r.error[:80]}" for r in res if r.status == "error"})
-        problems.append(
-            f"no evidence on the bucket's support rows ({'; '.join(errs[:2]) or 'all abstained'})"
-        )
-    elif draft.contract.calibration is None and not any(
-        _rule_keys_present(draft.guidance.rule, r.outputs or {}, q.candidates) for q, r in ok
-    ):
-        problems.append("outputs lack the key the reading rule reads")
-    return problems
-
-
-def calibrate(
-    draft: Tool,
-    rows: Sequence[Question],
-    sandbox: Any,
-    cfg: ProtocolConfig,
-    split_guard: Callable[[str], str] | None,
-) -> tuple[Tool | None, dict[str, Any], str]:
-    """Fit and attach the requested calibration tree on train rows; returns (tool or None, record, reason)."""
-    cal = draft.contract.calibration or {}
-    feats = list(cal.get("features") or draft.outputs)
-    res = sandbox.run(draft.source, [ToolInput.from_question(q) for q in rows])
-    X, y, groups, ids = [], [], [], []
-    for q, r in zip(rows, res, strict=True):
-        if (
-            r.status != "ok"
-            or q.gold is None
-            or not r.outputs
-            or any(f not in r.outputs for f in feats)
-        ):
-            continue
-        X.append([float(r.outputs[f]) for f in feats])
-        y.append(norm_label(q.options[q.gold]))
-        groups.append(q.fingerprint)
-        ids.append(q.id)
-    if len(X) < 2:
-        return (
-            None,
-            {"accepted": False, "reason": "too few rows with evidence"},
-            "calibration refused: too few rows",
-        )
-    if len(set(feats)) != len(feats):
-        return (
-            None,
-            {"accepted": False, "reason": "duplicate feature names"},
-            "calibration refused: duplicate feature names",
-        )
-    try:
-        result = fit_calibration(
-            np.asarray(X),
-            y,
-            groups,
-            feature_names=feats,
-            ids=ids,
-            min_per_class=cfg.calibration_min_per_class,
-            holdout=cfg.calibration_holdout,
-            min_balanced_accuracy=cfg.calibration_min_bal_acc,
-            seed=cfg.seed,
-            split_guard=split_guard,
-        )
-    except ValueError as exc:  # a malformed request is a contract violation, not a crash
-        return None, {"accepted": False, "reason": str(exc)}, f"calibration refused: {exc}"
-    record = result.to_dict()
-    if not result.accepted:
-        return None, record, f"calibration refused: {result.reason}"
-    source = attach_tree(draft.source, result, output_key="class_id")
-    k = len(result.classes)
-    rule = ReadingRule(
-        "label",
-        "class_id",
-        tuple(i + 0.5 for i in range(k - 1)),
-        tuple(str(c) for c in result.classes),
-        confidence=round(float(result.balanced_accuracy or 0.0), 4),
-    )
-    text = draft.guidance.text
-    tool = replace(
-        draft,
-        source=source,
-        outputs=(*draft.outputs, "class_id"),
-        guidance=Guidance(text, rule),
-        calibration=record,
-    )
-    return tool, record, ""
 
 
 def interleave(lists: Sequence[Sequence[str]], limit: int) -> list[str]:
@@ -370,31 +235,33 @@ def run_group(
     examples: list[Example] = support
     held_ids = interleave([held_out.get(b, ()) for b in group.bucket_ids], cfg.prefilter_errors)
     held_qs = [train[q] for q in held_ids]
-    history: list[AttemptFeedback] = []
+    bind = getattr(synthesizer, "for_library", None)
+    if callable(bind):  # a synthesizer that renders the current library sees this round's
+        synthesizer = bind(library)
+    group = _ablated(group, cfg)
+    tries: list[tuple[AttemptRecord, Tool]] = []
     best: tuple[Tool, AttemptRecord] | None = None
     zero_streak = 0
     for attempt in range(1, cfg.max_synthesis_attempts + 1):
+        group = _deliverable(group, held_qs, attempt, out)
         try:
-            draft = synthesizer.synthesize(group, attempt, history, examples)
+            draft = _draft(synthesizer, group, attempt, _feedback(tries), examples)
         except Exception as exc:  # a synthesizer failure ends the group's search, not the round
             out.stopped = f"synthesizer failed: {exc}"
             break
         if draft is None:
             out.stopped = "synthesizer has no further idea"
             break
-        draft = replace(draft, id=f"r{round_}.{group.id}.a{attempt}", round=round_)
+        draft = _stamp(draft, round_, group, f"a{attempt}", cfg)
         rec = AttemptRecord(attempt, draft.id, draft.contract.measurement)
-        violations = check_draft(draft, sandbox, support_qs)
         cal_rows = [
             q for q in train.values() if q.id not in exclude and scope_matches(draft.scope, q)
         ]
-        if not violations and draft.contract.calibration is not None:
-            tool, record, why = calibrate(draft, cal_rows, sandbox, cfg, split_guard)
-            rec.calibration = record
-            if tool is None:
-                violations = [why]
-            else:
-                draft = tool
+
+        def checked(d: Tool, rec: AttemptRecord = rec, rows: list[Question] = cal_rows) -> Any:
+            return _checked(d, rec, support_qs, rows, sandbox, cfg, split_guard)
+
+        draft, violations = checked(draft)
         if violations:
             rec.violations = list(violations)
             try:
@@ -402,16 +269,11 @@ def run_group(
             except Exception:  # a failed repair leaves the violation standing
                 fixed = None
             if fixed is not None:
-                fixed = replace(fixed, id=f"r{round_}.{group.id}.a{attempt}r", round=round_)
+                fixed = _stamp(fixed, round_, group, f"a{attempt}r", cfg)
                 rec.repaired = True
                 rec.tool_id = fixed.id
                 rec.measurement = fixed.contract.measurement
-                v2 = check_draft(fixed, sandbox, support_qs)
-                if not v2 and fixed.contract.calibration is not None:
-                    tool, record, why = calibrate(fixed, cal_rows, sandbox, cfg, split_guard)
-                    rec.calibration = record
-                    v2 = [why] if tool is None else []
-                    fixed = tool or fixed
+                fixed, v2 = checked(fixed)
                 if not v2:
                     draft, violations = fixed, []
                 else:
@@ -419,59 +281,177 @@ def run_group(
         if violations:
             rec.outcome = "rejected_check"
             out.attempts.append(rec)
-            history.append(
-                AttemptFeedback(
-                    attempt,
-                    rec.tool_id,
-                    rec.measurement,
-                    "rejected_check",
-                    detail="; ".join(rec.violations),
-                )
-            )
+            tries.append((rec, draft))
             if on_candidate is not None:
                 on_candidate(draft, rec)
-            continue
-        rec.checked = True
-        probe = _probe(draft, train, base, exclude, support_qs, cfg, ids)
-        prefilter(draft, round_, library, held_qs, probe, base, evaluator, cfg, rec)
-        out.attempts.append(rec)
-        if on_candidate is not None:
-            on_candidate(draft, rec)
-        history.append(
-            AttemptFeedback(
-                attempt,
-                draft.id,
-                rec.measurement,
-                rec.outcome,
-                len(rec.repairs),
-                len(rec.harms),
-                f"repair rate {rec.repair_rate:.2f} on {rec.n_held_out}; harms {len(rec.harms)} of {rec.n_probe}"
-                + (f"; repaired after: {'; '.join(rec.violations)}" if rec.violations else ""),
-            )
-        )
-        if rec.passed and (best is None or _score(rec) > _score(best[1])):
-            best = (draft, rec)
-        if rec.passed and rec.repair_rate >= cfg.prefilter_early_stop:
-            out.stopped = f"early stop at repair rate {rec.repair_rate:.2f}"
-            break
+        else:
+            rec.checked = True
+            probe = _probe(draft, train, base, exclude, support_qs, cfg, ids)
+            prefilter(draft, round_, library, held_qs, probe, base, evaluator, cfg, rec)
+            out.attempts.append(rec)
+            tries.append((rec, draft))
+            if on_candidate is not None:
+                on_candidate(draft, rec)
+            if rec.passed and (best is None or _score(rec) > _score(best[1])):
+                best = (draft, rec)
+            if rec.passed and rec.repair_rate >= cfg.prefilter_early_stop:
+                out.stopped = f"early stop at repair rate {rec.repair_rate:.2f}"
+                break
         zero_streak = zero_streak + 1 if not rec.repairs else 0
         if zero_streak >= cfg.replan_after_zero_repair and attempt < cfg.max_synthesis_attempts:
-            feedback = [f"measurement {h.measurement} gave {h.outcome}" for h in history]
-            new_cards = []
-            for c in group.cards:
-                try:
-                    nc = planner.plan(dossiers[c.bucket_id], feedback)
-                except Exception:  # keep the old card when replanning fails
-                    nc = None
-                new_cards.append(nc or c)
-            group = replace(group, cards=tuple(new_cards), contract=new_cards[0].contract)
-            out.replans += 1
+            group = _replan(group, planner, dossiers, _feedback(tries), out)
             zero_streak = 0
     if best is not None:
         out.survivor = best[0]
     if not out.stopped:
         out.stopped = "attempts exhausted" if best is None else "best passing attempt kept"
     return out
+
+
+def _ablated(group: WorkGroup, cfg: ProtocolConfig) -> WorkGroup:
+    """The group as an ablated protocol synthesizes it: no calibration request, no scope."""
+    if not cfg.ablation.calibration and group.contract.calibration is not None:
+        group = replace(group, contract=replace(group.contract, calibration=None))
+    if not cfg.ablation.scope:
+        group = replace(group, scope=Scope())
+    return group
+
+
+def _deliverable(
+    group: WorkGroup, held: Sequence[Question], attempt: int, out: GroupOutcome
+) -> WorkGroup:
+    """Adapt the group's signature when none of its held-out errors can deliver it."""
+    sig = group.contract.signature
+    adapted = deliverable_signature(sig, held)
+    if adapted is None:
+        return group
+    out.adaptations.append(
+        {
+            "attempt": attempt,
+            "from": list(sig),
+            "to": list(adapted),
+            "reason": f"no held-out error of the group carries {list(sig)}",
+        }
+    )
+    return replace(group, contract=replace(group.contract, signature=adapted))
+
+
+def _draft(
+    synthesizer: Synthesizer,
+    group: WorkGroup,
+    attempt: int,
+    history: Sequence[AttemptFeedback],
+    examples: Sequence[Example],
+) -> Tool | None:
+    """The attempt's draft; a retire card's tombstone is built from the card (nothing to write)."""
+    card = group.cards[0] if group.cards else None
+    if card is not None and card.artifact_kind == "tombstone" and card.target_tool:
+        if history:
+            return None
+        return Tool(
+            id=f"draft.{group.id}.a{attempt}",
+            kind="tombstone",
+            name="retire_" + card.target_tool.replace(".", "_")[:40],
+            description=f"retires {card.target_tool}: {card.root_cause}"[:300],
+            contract=group.contract,
+            scope=group.scope,
+            provenance=Provenance(
+                bucket=",".join(group.bucket_ids),
+                attempt=attempt,
+                action="retire",
+                target=card.target_tool,
+            ),
+        )
+    draft: Tool | None = synthesizer.synthesize(group, attempt, history, examples)
+    return draft
+
+
+def _stamp(draft: Tool, round_: int, group: WorkGroup, suffix: str, cfg: ProtocolConfig) -> Tool:
+    """Give a draft its candidate id and round, record its work group; drop its scope when ablated."""
+    draft = replace(
+        draft,
+        id=f"r{round_}.{group.id}.{suffix}",
+        round=round_,
+        provenance=replace(draft.provenance, group=group.id),
+    )
+    if not cfg.ablation.scope and draft.kind == "tool":
+        draft = replace(draft, scope=Scope())
+    return draft
+
+
+def _checked(
+    draft: Tool,
+    rec: AttemptRecord,
+    support: Sequence[Question],
+    cal_rows: Sequence[Question],
+    sandbox: Any,
+    cfg: ProtocolConfig,
+    split_guard: Callable[[str], str] | None,
+) -> tuple[Tool, list[str]]:
+    """Run the checks and, on request, calibration; returns the (calibrated) draft and violations."""
+    violations = check_draft(draft, sandbox, support)
+    if violations or draft.contract.calibration is None:
+        return draft, violations
+    if not cfg.ablation.calibration:
+        rec.calibration = {"accepted": False, "reason": "no calibration trees (w/o cali. ablation)"}
+        return draft, ["calibration refused: no calibration trees in this run (w/o cali.)"]
+    tool, record, why = calibrate(draft, cal_rows, sandbox, cfg, split_guard)
+    rec.calibration = record
+    return (draft, [why]) if tool is None else (tool, [])
+
+
+def _feedback(tries: Sequence[tuple[AttemptRecord, Tool]]) -> list[AttemptFeedback]:
+    """What the synthesizer learns of earlier attempts; the strongest one is marked and kept apart."""
+    strongest = max(
+        (t for t in tries if t[0].checked),
+        key=lambda t: (t[0].passed, *_score(t[0])[:2], -t[0].attempt),
+        default=None,
+    )
+    out = []
+    for rec, draft in tries:
+        top = strongest is not None and rec is strongest[0]
+        if rec.checked:
+            detail = (
+                f"repair rate {rec.repair_rate:.2f} on {rec.n_held_out}; harms {len(rec.harms)} of "
+                f"{rec.n_probe}"
+            ) + (f"; repaired after: {'; '.join(rec.violations)}" if rec.violations else "")
+            tool_id = draft.id
+        else:
+            detail, tool_id = "; ".join(rec.violations), rec.tool_id
+        out.append(
+            AttemptFeedback(
+                rec.attempt,
+                tool_id,
+                rec.measurement,
+                rec.outcome,
+                len(rec.repairs),
+                len(rec.harms),
+                detail,
+                strongest=top,
+                source=draft.source if top else "",
+            )
+        )
+    return out
+
+
+def _replan(
+    group: WorkGroup,
+    planner: LocalPlanner,
+    dossiers: Mapping[str, Dossier],
+    history: Sequence[AttemptFeedback],
+    out: GroupOutcome,
+) -> WorkGroup:
+    """Replan every card of the group after consecutive zero-repair attempts (old card kept on failure)."""
+    feedback = [f"measurement {h.measurement} gave {h.outcome}" for h in history]
+    new_cards = []
+    for c in group.cards:
+        try:
+            nc = planner.plan(dossiers[c.bucket_id], feedback)
+        except Exception:  # keep the old card when replanning fails
+            nc = None
+        new_cards.append(nc or c)
+    out.replans += 1
+    return replace(group, cards=tuple(new_cards), contract=new_cards[0].contract)
 
 
 def _probe(

@@ -335,6 +335,8 @@ class Provenance:
         action: Planner action: ``create`` | ``refine`` | ``rescope`` | ``retire`` | ``root``.
         target: Earlier artifact an action targets (refine / rescope / retire).
         author: ``builtin``, an LLM model id, or ``human``.
+        group: The (merged) work group whose synthesis produced it (``""`` for hand-written
+            artifacts); the prune's dependents rule reads it.
     """
 
     bucket: str = ""
@@ -343,10 +345,14 @@ class Provenance:
     action: str = "create"
     target: str = ""
     author: str = "builtin"
+    group: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly dict."""
-        return asdict(self)
+        """JSON-friendly dict (``group`` only when set: artifacts without one keep their bytes)."""
+        d = asdict(self)
+        if not self.group:
+            del d["group"]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Provenance:

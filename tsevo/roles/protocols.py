@@ -392,6 +392,9 @@ class AttemptFeedback:
         repairs: Attributable repairs on the prefilter.
         harms: Harms on the harm probe.
         detail: Free text (the violated check, numbers).
+        strongest: The strongest attempt so far (kept apart: a retry replaces it only by doing
+            better on the prefilter); at most one entry of a history has it.
+        source: The attempt's source, given for the strongest attempt only.
     """
 
     attempt: int
@@ -401,11 +404,18 @@ class AttemptFeedback:
     repairs: int = 0
     harms: int = 0
     detail: str = ""
+    strongest: bool = False
+    source: str = ""
 
 
 @runtime_checkable
 class Synthesizer(Protocol):
-    """Writes a candidate artifact for a work group; repairs one contract violation on request."""
+    """Writes a candidate artifact for a work group; repairs one contract violation on request.
+
+    A synthesizer that renders the current library (the LLM one) also has
+    ``for_library(library) -> Synthesizer``; the engine binds it to the round's library before a
+    group's first attempt, as it binds a reviewer to the library it answers with.
+    """
 
     name: str
 

@@ -1,7 +1,9 @@
 """Synthesis on an LLM: tool source for a work group's contract, one targeted repair, replan hints.
 
-The prompt carries the contract, the scope, the planners' diagnosis, earlier attempts of the group
-(with a replan hint after consecutive zero-repair outcomes), training examples (text, options, the
+The prompt carries the contract, the scope, the planners' diagnosis, the current library (rendered
+on its own, when the engine bound one with :meth:`LLMSynthesizer.for_library`), earlier attempts of
+the group (with a replan hint after consecutive zero-repair outcomes) and, apart from them, the
+strongest attempt so far with its source, training examples (text, options, the
 correct option, series summaries), the sandbox rules and the primitives catalog, all rendered from
 the live objects. The reply is a tool: source, outputs, guidance text and, when the model gives
 one, a machine-readable :class:`~tsevo.library.tool.ReadingRule` (so the builtin reviewer can read
@@ -19,7 +21,7 @@ from typing import Any, Literal
 
 import pydantic
 
-from tsevo.library.library import slug
+from tsevo.library.library import Library, slug
 from tsevo.library.sandbox import check_source
 from tsevo.library.tool import Contract, Guidance, Provenance, ReadingRule, Tool
 
@@ -28,7 +30,7 @@ from ._common import RoleContext, dumps, render_rows, trim_to_budget
 from .catalog import render_primitives, render_sandbox_rules
 from .planner import dossier_row
 
-__all__ = ["LLMSynthesizer", "RuleReply", "SynthReply", "tool_from_reply"]
+__all__ = ["LLMSynthesizer", "RuleReply", "SynthReply", "render_library", "tool_from_reply"]
 
 ZERO_REPAIR_OUTCOMES = ("no_repair", "rejected_check", "exec_errors")
 
@@ -183,6 +185,34 @@ def _draft_json(draft: Tool) -> str:
     )
 
 
+def render_library(library: Library | None) -> str:
+    """The current library as the synthesizer sees it: one line per runnable tool, then the rest.
+
+    Each tool: its id, stage, description, measurement and outputs, with the amendments of later
+    stages applied (retired tools left out); other artifacts (guidance, overrides, patches) by what
+    they amend.
+    """
+    if library is None:
+        return "(no library bound)"
+    lines = []
+    for row in library.effective():
+        for st in row:
+            t = st.tool
+            what = t.contract.measurement or "unspecified"
+            outs = ", ".join(t.outputs) or "unspecified"
+            lines.append(
+                f"- {t.id} (stage {st.stage}): {t.description or what}; measures {what}; "
+                f"outputs {outs}"
+            )
+    for t in library.all_artifacts():
+        if t.kind != "tool":
+            lines.append(
+                f"- {t.id} [{t.kind}] {t.description}".rstrip()
+                + (f" (amends {t.target})" if t.target else "")
+            )
+    return "\n".join(lines) or "(empty: the agent answers without tools)"
+
+
 class LLMSynthesizer:
     """Synthesizer on an LLM (runs at the synthesizer role's reasoning effort, ``high`` by default).
 
@@ -194,11 +224,28 @@ class LLMSynthesizer:
 
     role = "synthesizer"
 
-    def __init__(self, ctx: RoleContext, *, max_attempts: int = 3, max_examples: int = 8) -> None:
+    def __init__(
+        self,
+        ctx: RoleContext,
+        *,
+        max_attempts: int = 3,
+        max_examples: int = 8,
+        library: Library | None = None,
+    ) -> None:
         self.ctx = ctx
         self.max_attempts = max_attempts
         self.max_examples = max_examples
+        self.library = library
         self.name = f"llm-synthesizer:{ctx.model(self.role)}"
+
+    def for_library(self, library: Library) -> LLMSynthesizer:
+        """A synthesizer that shows ``library`` (the round's current chain) in its prompts."""
+        return LLMSynthesizer(
+            self.ctx,
+            max_attempts=self.max_attempts,
+            max_examples=self.max_examples,
+            library=library,
+        )
 
     def _fit(self, build: Any, n_examples: int) -> str:
         """Full catalog first, then the compact one; examples dropped until the prompt fits."""
@@ -243,6 +290,24 @@ class LLMSynthesizer:
             zero = len(tail) == 2 and all(o in ZERO_REPAIR_OUTCOMES for o in tail)
             hint = self.ctx.render("synthesizer_replan_hint") if zero else ""
             hist = self.ctx.render("synthesizer_history", history=render_rows(hrows), hint=hint)
+        strongest = ""
+        top = next((h for h in history if h.strongest), None)
+        if top is not None:
+            strongest = self.ctx.render(
+                "synthesizer_strongest",
+                attempt=dumps(
+                    {
+                        "attempt": top.attempt,
+                        "measurement": top.measurement,
+                        "outcome": top.outcome,
+                        "repairs": top.repairs,
+                        "harms": top.harms,
+                        "detail": top.detail[:300],
+                    }
+                ),
+                source=top.source.strip() or "(not available)",
+            )
+        library = render_library(self.library)
 
         def build(k: int, prims: str) -> str:
             return self.ctx.render(
@@ -254,7 +319,9 @@ class LLMSynthesizer:
                 contract=_contract_text(group),
                 scope=group.scope.describe(),
                 diagnosis=_diagnosis(group),
+                library=library,
                 history=hist,
+                strongest=strongest,
                 examples=render_rows(rows[:k]),
                 rules=render_sandbox_rules(),
                 primitives=prims,
