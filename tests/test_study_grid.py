@@ -219,3 +219,12 @@ def test_dask_is_imported_only_inside_functions():
                 f"{path}: {n}" for n in names if n.split(".")[0] in ("dask", "distributed")
             ]
     assert top_level == []
+
+
+def test_the_cell_subprocess_imports_neither_the_engine_nor_pandas():
+    code = (
+        "import sys, tsevo.studies.cell\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tsevo') or m in ('pandas', 'dask')))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.split() == ["['tsevo',", "'tsevo.studies',", "'tsevo.studies.cell']"]
