@@ -140,6 +140,9 @@ def test_a_cell_is_finished_only_with_its_output_and_a_record_for_its_parameters
     assert not other.finished() and other.stale()
     with pytest.raises(ValueError, match="other parameters"):
         run_study(changed, tmp_path / "out", progress=False)
+    cell.record_path.unlink()  # a failed cell's ledger counts too
+    cell.append_attempt({"attempt": 1, "outcome": "exit", "exit_code": 1})
+    assert not cell.finished() and not cell.stale() and other.stale()
 
 
 def test_a_notebook_path_spec_takes_the_names_of_its_parameters_cell(tmp_path):

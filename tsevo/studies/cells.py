@@ -139,9 +139,11 @@ class Cell:
         )
 
     def stale(self) -> bool:
-        """The folder holds a completion record for other parameters (the spec changed)."""
+        """The folder holds a record or attempts for other parameters (the spec changed)."""
         rec = self.record()
-        return rec is not None and rec.get("params_hash") != self.params_hash
+        if rec is not None and rec.get("params_hash") != self.params_hash:
+            return True
+        return any(a.get("params_hash") != self.params_hash for a in self.attempts())
 
     def write_record(self, attempt: int, wall_s: float, worker: str | None) -> None:
         """Write the completion record (after an execution that exited 0 with its output)."""

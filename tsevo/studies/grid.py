@@ -38,7 +38,8 @@ from tsevo.studies.spec import StudySpec, expand_cells
 
 __all__ = ["STATUSES", "STUDY_COLUMNS", "default_workers", "run_study"]
 
-#: Columns of the study table (the grid's parameter names sit between ``cell`` and ``status``).
+#: Columns of the study table (the grid's parameter names sit between ``cell`` and ``status``);
+#: ``attempts``, ``exit_codes`` and ``wall_s`` count this invocation (the ledger keeps them all).
 STUDY_COLUMNS = ["cell", "status", "attempts", "exit_codes", "error", "wall_s", "output"]
 #: ``done`` ran now; ``finished`` was finished before (skipped); ``failed`` crashed on every
 #: attempt; ``busy`` another process held the cell; ``pending`` not run (dry run).
