@@ -236,3 +236,72 @@ def test_edited_metadata_is_refused(lib_copy: Path) -> None:
     stage.write_text(json.dumps(d))
     with pytest.raises(ValueError, match="does not match the hash"):
         Library.load(lib_copy)
+
+
+# ------------------------------------------------------------------------------------------
+# a killed writer leaves no worker process behind
+
+_POOL_SCRIPT = """
+import os, sys, time
+from tsevo.evolve.plan import local_plans
+
+class Dossier:
+    def __init__(self, i):
+        self.bucket_id = f"b{i}"
+
+class SlowPlanner:
+    parallel = "process"
+    def plan(self, dossier, feedback=()):
+        with open(sys.argv[1], "a") as fh:
+            fh.write(f"{os.getpid()}\\n")
+        time.sleep(120)
+
+local_plans([Dossier(i) for i in range(4)], SlowPlanner(), workers=2)
+"""
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_killed_run_leaves_no_pool_worker_behind(tmp_path: Path) -> None:
+    """SIGKILL of a run during the engine's forked planning pool takes the pool's workers along
+    (they would otherwise wait forever on a queue whose other end is gone)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pids = tmp_path / "pids"
+    p = subprocess.Popen([sys.executable, "-c", _POOL_SCRIPT, str(pids)], env=rf.env(), cwd=rf.REPO)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not pids.exists() or len(pids.read_text().split()) < 2):
+        time.sleep(0.05)
+    workers = [int(x) for x in pids.read_text().split()]
+    assert len(workers) == 2 and p.pid not in workers
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(w) for w in workers):
+        time.sleep(0.05)
+    left = [w for w in workers if _alive(w)]
+    for w in left:  # clean up before failing
+        os.kill(w, signal.SIGKILL)
+    assert not left, f"pool workers {left} outlived the killed run"
+
+
+def test_every_process_pool_dies_with_its_parent() -> None:
+    """The engine's and the builtin roles' process pools all come from tsevo.procs.forked_pool."""
+    root = Path(__file__).resolve().parents[1] / "tsevo"
+    offenders = [
+        str(p.relative_to(root))
+        for p in sorted(root.rglob("*.py"))
+        if p.name != "procs.py" and "ProcessPoolExecutor(" in p.read_text(encoding="utf-8")
+    ]
+    assert not offenders, offenders

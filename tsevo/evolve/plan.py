@@ -19,7 +19,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import hashlib
 import math
-import multiprocessing as mp
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 from tsevo.agent import AnswerRecord
 from tsevo.data import Question
 from tsevo.library.tool import question_tokens
+from tsevo.procs import forked_pool
 from tsevo.roles.protocols import (
     ContractCard,
     Dossier,
@@ -223,9 +223,7 @@ def local_plans(
     if workers > 1 and len(dossiers) > 1 and mode in ("process", "thread"):
         try:
             if mode == "process":
-                pool: cf.Executor = cf.ProcessPoolExecutor(
-                    workers, mp_context=mp.get_context("fork")
-                )
+                pool: cf.Executor = forked_pool(workers)
             else:
                 pool = cf.ThreadPoolExecutor(workers)
             with pool:

@@ -15,7 +15,6 @@ question words its members share.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import multiprocessing as mp
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ from sklearn.tree import DecisionTreeClassifier
 from tsevo.data import QuestionView
 from tsevo.library.primitives import CATALOG
 from tsevo.library.tool import Contract, Scope, question_tokens
+from tsevo.procs import forked_pool
 
 from ..protocols import ContractCard, Dossier, Example
 from .concepts import relevance
@@ -139,7 +139,7 @@ class MeasurementPlanner:
 
         chunks = [todo[i::workers] for i in range(workers)]
         try:
-            with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+            with forked_pool(workers) as pool:
                 for part in pool.map(compute_pairs, chunks):
                     for (spec, fp), vals in part:
                         self.cache.data[(spec, fp)] = vals

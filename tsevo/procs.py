@@ -1,0 +1,46 @@
+"""Forked worker pools whose workers do not outlive the process that forked them.
+
+A ``ProcessPoolExecutor`` on the ``fork`` context leaves its workers behind when its process is
+killed with SIGKILL: they wait forever on a queue whose other end is gone, each holding a copy of
+the parent's memory. :func:`forked_pool` builds the engine's planning pools with
+:func:`die_with_parent` as the workers' initializer: on Linux each worker asks the kernel to
+SIGKILL it when the thread that forked it ends (``PR_SET_PDEATHSIG``; the pool forks its workers
+from the thread that first submits to it, which outlives the pool's ``with`` block), and exits
+at once when that parent is already gone. Elsewhere the initializer does nothing.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import sys
+
+__all__ = ["die_with_parent", "forked_pool"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Have this (forked) process killed when ``parent`` dies; exit now if it already has."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - no C library with prctl
+        return
+    if os.getppid() != parent:  # the parent died between the fork and the call above
+        os._exit(1)
+
+
+def forked_pool(workers: int) -> cf.ProcessPoolExecutor:
+    """A process pool on the ``fork`` context whose workers die with this process."""
+    return cf.ProcessPoolExecutor(
+        workers,
+        mp_context=mp.get_context("fork"),
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
+    )
