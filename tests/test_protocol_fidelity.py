@@ -10,6 +10,11 @@
 * a failed assign or re-split invalidates the round like a failed define (no silent drop);
 * the diagnostic test runs on the best rejected candidate (the pruned library when its retest beat
   the full one) and only on valid rounds;
+* at answer time the LLM answerer consults the scope catalog (names, scopes, one-line
+  descriptions) and chooses the tools it inspects, at most three; the builtin keeps its matcher as
+  its reading of the catalog;
+* the builtin planner emits ``retire`` and anti-scopes beyond forbidden words (tasks, a term
+  matcher) when its train evidence says so, and a retire card becomes a tombstone.
 """
 
 from __future__ import annotations
@@ -229,7 +234,9 @@ class _Sandbox:
 
     def run(self, source: str, inputs: Any, check_determinism: bool = False) -> list[Any]:
         return [
-            SimpleNamespace(status="ok", outputs={"v": 1.0}, error="", error_kind="")
+            SimpleNamespace(
+                status="ok", outputs={"v": 1.0}, error="", error_kind="", elapsed_ms=0.0
+            )
             for _ in inputs
         ]
 
@@ -461,3 +468,213 @@ def test_the_diagnostic_test_run_is_made_for_rejected_rounds_only_not_invalid_on
         1, lib, RoundResult(1, "rejected", "gate", lib, candidate=cand), ev2, test, cfg, None
     )  # type: ignore[arg-type]
     assert "diagnostic" in out2 and ev2.libraries[-1] == cand.fingerprint()
+
+
+# --------------------------------------------------------------------------- the catalog at answer time
+def _matcher_tool(tid: str, words: tuple[str, ...], description: str) -> Tool:
+    from tsevo.library.tool import Guidance, Matcher, ReadingRule
+
+    rule = ReadingRule("label", "v", (0.5,), ("no", "yes"), confidence=0.9)
+    return Tool(
+        id=tid,
+        source=f"def {tid.replace('.', '_')}():\n    return {{'v': 1.0}}\n",
+        description=description,
+        scope=Scope(matcher=Matcher({w: 1.0 for w in words}, 0.0)),
+        guidance=Guidance("1 means yes", rule),
+        outputs=("v",),
+    )
+
+
+class _ChoosingReviewer:
+    """A reviewer that reads the catalog and inspects only the tool it finds most relevant."""
+
+    name = "choosing-reviewer"
+
+    def __init__(self, pick: str) -> None:
+        self.pick = pick
+        self.catalogs: list[list[str]] = []
+
+    def choose_tools(self, q: Any, candidates: Any, max_tools: int, scoped: bool) -> list[str]:
+        self.catalogs.append([st.tool.id for st in candidates])
+        return [self.pick]
+
+    def review(self, q: Any, incoming: int, evidence: Any) -> Any:
+        from tsevo.roles.builtin import RuleReviewer
+
+        return RuleReviewer().review(q, incoming, evidence)
+
+
+def test_an_answerer_with_the_catalog_chooses_which_tools_it_inspects() -> None:
+    from tsevo.agent import Agent
+
+    tools = [
+        _matcher_tool(f"root.t{i}", ("periodic", "series"), f"tool number {i}") for i in range(5)
+    ]
+    lib = library_from_tools("custom", tools)
+    rev = _ChoosingReviewer(pick="root.t4")  # ranked last by the matcher: never in its top three
+    q = _question(0)
+    agent = Agent(lib, reviewer=rev, executor=_Sandbox(ok=True), max_tools=3)
+    rec = agent.answer(q)
+    assert rev.catalogs == [[t.id for t in tools]]  # every in-scope tool is in the catalog
+    assert rec.tools_run == ("root.t4",)
+    # the builtin reads the catalog with its matcher: the top three by score, then id
+    builtin = Agent(lib, executor=_Sandbox(ok=True), max_tools=3).answer(q)
+    assert builtin.tools_run == ("root.t0", "root.t1", "root.t2")
+
+
+def test_the_llm_reviewer_chooses_from_the_scope_catalog_and_falls_back_to_the_matcher() -> None:
+    from tsevo.data import QuestionView
+    from tsevo.library.library import ScopedTool
+    from tsevo.roles.llm.client import LLMClient
+    from tsevo.roles.llm.config import LLMConfig, RoleConfigs
+    from tsevo.roles.llm.roles import LLMReviewer, RoleContext
+    from tsevo.testing import FakeOpenAIServer
+
+    tools = [_matcher_tool(f"root.t{i}", ("periodic",), f"measures thing {i}") for i in range(4)]
+    cands = [ScopedTool(t, 0) for t in tools]
+    q = QuestionView.of(_question(0), "v-1")
+    script = [
+        {"tools": ["root.t3", "root.t1"], "reason": "t3 and t1 measure what is asked"},
+        {"tools": ["root.nope"], "reason": ""},
+        {"tools": ["root.nope"], "reason": ""},
+        {"tools": ["root.nope"], "reason": ""},
+    ]
+    with FakeOpenAIServer.llama_cpp(script) as srv:
+        cfg = LLMConfig(base_url=srv.base_url, model="scripted", cache_mode="off", max_retries=0)
+        rev = LLMReviewer(RoleContext(LLMClient(RoleConfigs(cfg))))
+        assert rev.choose_tools(q, cands, 3, True) == ["root.t3", "root.t1"]
+        prompt = srv.chat_requests()[0]["messages"][0]["content"]
+        assert all(t.id in prompt and t.description in prompt for t in tools)
+        assert tools[0].scope.describe() in prompt and "at most 3" in prompt
+        # no valid choice within the retries: the matcher's reading of the catalog (first three)
+        assert rev.choose_tools(q, cands, 3, True) == ["root.t0", "root.t1", "root.t2"]
+
+
+# --------------------------------------------------------------------------- planner lifecycle
+def _lifecycle_dossier(rows: list[tuple[str, str, int, int]]) -> tuple[Dossier, Tool]:
+    """A bucket of errors on which ``root.trend`` ran: rows are (task, text, gold, incoming).
+
+    The tool always reads "up" (option 0) and replaced every incoming answer with it.
+    """
+    from tsevo.data import QuestionView
+    from tsevo.library.tool import Guidance, ReadingRule
+    from tsevo.roles.protocols import Example
+
+    rule = ReadingRule("label", "v", (0.5,), ("down", "up"), confidence=0.8)
+    tid = "root.trend"
+    tool = Tool(
+        id=tid,
+        source=SRC,
+        guidance=Guidance("1: up", rule),
+        outputs=("v",),
+        contract=Contract(measurement="trend.v"),
+    )
+    examples = []
+    for i, (task, text, gold, incoming) in enumerate(rows):
+        q = Question(
+            id=f"l{i}",
+            source="s",
+            task=task,
+            question=text,
+            options=("up", "down", "flat"),
+            series={"x": np.arange(30.0)},
+            primary=("x",),
+            gold=gold,
+        )
+        run = ToolRun(tid, "ok", {"v": 1.0})
+        step = StageStep(
+            0, (tid,), (run,), "replace" if incoming else "keep", "", incoming, 0, (tid,)
+        )
+        rec = AnswerRecord(q.id, q.fingerprint, task, incoming, "", (step,), 0, gold == 0)
+        examples.append(Example(QuestionView.of(q, f"v{i}"), gold, rec))
+    lib = library_from_tools("custom", [tool])
+    d = Dossier("tool_fired.c1", "tool_fired", "c", "c", tuple(examples), (), library=lib)
+    return d, tool
+
+
+TEXT = "Is the trend of the series up, down or flat?"
+
+
+def test_the_builtin_planner_retires_a_tool_that_only_breaks_answers() -> None:
+    from tsevo.roles.builtin.lifecycle import lifecycle_card
+
+    d, tool = _lifecycle_dossier([("T", TEXT, 1 + i % 2, 1 + i % 2) for i in range(8)])
+    card = lifecycle_card(d)
+    assert card is not None and (card.action, card.artifact_kind) == ("retire", "tombstone")
+    assert card.target_tool == tool.id and card.plan["harmed"] == 8
+
+
+def test_the_builtin_planner_rescopes_by_task_when_no_word_separates() -> None:
+    from tsevo.library.library import scope_matches
+    from tsevo.roles.builtin.lifecycle import lifecycle_card
+
+    rows = [("A", TEXT, 0, 1)] * 3 + [("B", TEXT, 1 + i % 2, 1 + i % 2) for i in range(5)]
+    d, _tool = _lifecycle_dossier(rows)
+    card = lifecycle_card(d)
+    assert card is not None and (card.action, card.artifact_kind) == ("rescope", "scope_override")
+    assert card.scope.anti_tasks == ("B",) and not card.scope.matcher.forbid
+    assert not scope_matches(card.scope, d.support[-1].question)
+    assert scope_matches(card.scope, d.support[0].question)
+
+
+def test_the_builtin_planner_rescopes_with_a_term_matcher_when_no_single_word_is_shared() -> None:
+    from tsevo.library.library import scope_matches
+    from tsevo.roles.builtin.lifecycle import lifecycle_card
+
+    pairs = [
+        ("weekly", "seasonal"),
+        ("weekly", "cycle"),
+        ("seasonal", "cycle"),
+        ("weekly", "seasonal"),
+        ("weekly", "cycle"),
+    ]
+    wrong = [
+        ("T", f"Is the trend of the {a} {b} series up, down or flat?", 1 + i % 2, 1 + i % 2)
+        for i, (a, b) in enumerate(pairs)
+    ]
+    d, _tool = _lifecycle_dossier([("T", TEXT, 0, 1)] * 3 + wrong)
+    card = lifecycle_card(d)
+    assert card is not None and card.action == "rescope"
+    am = card.scope.anti_matcher
+    assert set(am.terms) == {"weekly", "seasonal", "cycle"} and not card.scope.anti_tasks
+    assert scope_matches(card.scope, d.support[0].question)  # where it reads right: still on
+    assert sum(not scope_matches(card.scope, e.question) for e in d.support[3:]) >= 4
+
+
+def test_a_retire_card_becomes_a_tombstone_without_synthesis() -> None:
+    from tsevo.roles.builtin.lifecycle import lifecycle_card
+
+    d, tool = _lifecycle_dossier([("T", TEXT, 1 + i % 2, 1 + i % 2) for i in range(8)])
+    card = lifecycle_card(d)
+    assert card is not None
+    group = WorkGroup("g1", (card,), card.contract, card.scope)
+    synth, seen = _Synth(), []
+
+    class _Ev:
+        def answer(self, split: str, library: Library, qs: Any) -> dict[str, AnswerRecord]:
+            seen.append(library)
+            return {q.id: _rec(q.id, False) for q in qs}
+
+    held = [_question(i) for i in range(3)]
+    bare = Dossier(d.bucket_id, d.side, d.label, d.criteria, (), (), library=d.library)
+    out = run_group(
+        group,
+        1,
+        d.library,
+        dossiers={d.bucket_id: bare},
+        held_out={d.bucket_id: [q.id for q in held]},
+        train={q.id: q for q in held},
+        base={q.id: _rec(q.id, False) for q in held},
+        synthesizer=synth,
+        planner=_Planner(),
+        sandbox=_Sandbox(ok=True),
+        evaluator=_Ev(),
+        cfg=ProtocolConfig(max_synthesis_attempts=1),
+        exclude=set(),
+        ids=ViewIds(held, "0"),
+    )
+    assert not synth.seen, "a tombstone is built from the card, not synthesized"
+    stone = seen[0].stages[-1].tools[0]
+    assert (stone.kind, stone.target, stone.provenance.action) == ("tombstone", tool.id, "retire")
+    assert all(st.tool.id != tool.id for row in seen[0].effective() for st in row)
+    assert out.attempts[0].checked

@@ -3,11 +3,20 @@
 For one question ``x`` and library ``L = (L_0, T_1, ..., T_r)``:
 
 1. the base answerer gives the incoming answer;
-2. for each stage in order, the tools whose scope matches ``x`` are shortlisted (at most three over
-   the whole chain), run in the sandbox, and the reviewer reviews the incoming answer with their
-   evidence;
-3. the incoming answer is replaced only when a stage tool actually ran (status ``ok``) and the
+2. the agent consults the scope catalog: the tools whose scope matches ``x`` are its candidates,
+   and it inspects at most three of them over the whole chain. A reviewer with ``choose_tools``
+   (the LLM one) reads the catalog (names, scopes, one-line descriptions) and chooses; otherwise
+   the builtin matcher is the reading of the catalog (the best matcher scores, stage by stage);
+3. for each stage in order, its inspected tools run in the sandbox and the reviewer reviews the
+   incoming answer with their evidence;
+4. the incoming answer is replaced only when a stage tool actually ran (status ``ok``) and the
    review explicitly decides to replace. Errors, no invocation or no decision keep it.
+
+Two ablations change this (``ProtocolConfig.ablation``): ``scoped=False`` (``w/o scope``) makes
+every tool a candidate on every question, ranked by its description alone, and the catalog a
+reviewer chooses from carries no scope; ``mode="overwrite"`` (``w/o residual chain``) skips the
+review: whenever a tool ran and its reading gives an option (the reviewer's ``read``, or the
+tools' reading rules), that option replaces the incoming answer; a reading that abstains keeps it.
 
 The :class:`AnswerRecord` is the trace everything downstream reads. :meth:`Agent.answer_many`
 batches the work: tool evidence depends only on the question, so each tool runs once over all the
@@ -28,7 +37,7 @@ from tsevo.library.context import ToolInput
 from tsevo.library.library import Library, ScopedTool
 from tsevo.library.sandbox import Sandbox
 from tsevo.roles.builtin import GlobalSummaryAnswerer, RuleReviewer
-from tsevo.roles.protocols import Answerer, BaseAnswer, Evidence, Reviewer
+from tsevo.roles.protocols import Answerer, BaseAnswer, Evidence, Review, Reviewer
 
 from .records import AnswerRecord, StageStep, ToolRun
 
@@ -80,7 +89,10 @@ class Agent:
         executor: Tool executor (default: a :class:`~tsevo.library.sandbox.Sandbox` created lazily).
         max_tools: At most this many tools per question over the whole chain.
         evidence_cache: Shared evidence cache (pass one to share across agents and rounds).
-        mode: ``residual`` (review; the protocol) or ``overwrite`` (ablation: any reading replaces).
+        mode: ``residual`` (review; the protocol) or ``overwrite`` (ablation: a tool's reading
+            replaces the incoming answer without review).
+        scoped: ``True`` (the protocol): scopes decide the candidate tools; ``False`` (ablation):
+            every tool is a candidate, ranked by its description.
         workers: Questions answered and reviewed concurrently (threads; useful for LLM roles, whose
             calls wait on the network). Tool evidence is batched per tool either way.
         views: How the answering roles see a question (the run's opaque ids; default: a view
@@ -100,6 +112,7 @@ class Agent:
         mode: str = "residual",
         workers: int = 1,
         views: Callable[[Question], QuestionView] | None = None,
+        scoped: bool = True,
     ) -> None:
         self.library = library if library is not None else Library()
         self.answerer: Answerer = answerer if answerer is not None else GlobalSummaryAnswerer()
@@ -114,6 +127,7 @@ class Agent:
         if mode not in ("residual", "overwrite"):
             raise ValueError(f"unknown mode {mode!r}")
         self.mode = mode
+        self.scoped = bool(scoped)
         self.workers = max(1, int(workers))
         self.views = views if views is not None else _content_view
 
@@ -145,6 +159,7 @@ class Agent:
             mode=self.mode,
             workers=self.workers,
             views=self.views,
+            scoped=self.scoped,
         )
 
     # ------------------------------------------------------------------ answering
@@ -177,7 +192,7 @@ class Agent:
         """
         qs = list(questions)
         eff = self.library.effective()
-        shortlists = [self.library.shortlist(q, self.max_tools, eff) for q in qs]
+        shortlists = self._shortlists(qs, eff)
         runs = self._run_tools(qs, shortlists)
         if self.workers <= 1 or len(qs) <= 1:
             records = []
@@ -194,6 +209,31 @@ class Agent:
                 if progress is not None:
                     progress(i + 1)
         return out
+
+    def _shortlists(
+        self, qs: Sequence[Question], eff: list[list[ScopedTool]]
+    ) -> list[list[list[ScopedTool]]]:
+        """Per question, per stage, the tools inspected: the reviewer's choice from the catalog."""
+        choose = getattr(self.reviewer, "choose_tools", None)
+        if not callable(choose) or not any(eff):
+            return [self.library.shortlist(q, self.max_tools, eff, scoped=self.scoped) for q in qs]
+
+        def one(q: Question) -> list[list[ScopedTool]]:
+            cands = self.library.candidates(q, eff, scoped=self.scoped)
+            if not cands:
+                return [[] for _ in eff]
+            known = {st.tool.id for st in cands}
+            try:
+                picked = list(choose(self.views(q), cands, self.max_tools, self.scoped))
+            except Exception:  # a failed choice falls back to the matcher's reading
+                picked = [st.tool.id for st in cands]
+            ids = [t for t in dict.fromkeys(picked) if t in known][: self.max_tools]
+            return Library.rows(eff, ids)
+
+        if self.workers <= 1 or len(qs) <= 1:
+            return [one(q) for q in qs]
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            return list(pool.map(one, qs))
 
     def _run_tools(
         self, qs: Sequence[Question], shortlists: Sequence[list[list[ScopedTool]]]
@@ -291,7 +331,10 @@ class Agent:
                 )
                 continue
             try:
-                review = self.reviewer.review(self.views(q), incoming, evidence)
+                if self.mode == "overwrite":
+                    review = self._read(self.views(q), incoming, evidence)
+                else:
+                    review = self.reviewer.review(self.views(q), incoming, evidence)
             except Exception as exc:  # a reviewer failure keeps the incoming answer
                 steps.append(
                     StageStep(
@@ -314,8 +357,6 @@ class Agent:
                 answer = review.option
             elif decision == "replace":
                 decision = "no_decision"
-            if self.mode == "overwrite" and decision == "keep" and review.option is not None:
-                answer = review.option
             # artifacts that amended a responsible tool (refine guidance, rescope) share the credit
             amend = {st.tool.id: st.amended_by for st in row}
             responsible = tuple(review.responsible) + tuple(
@@ -350,6 +391,24 @@ class Agent:
             "",
             (time.perf_counter() - t0) * 1000.0,
         )
+
+    def _read(self, q: QuestionView, incoming: int, evidence: Sequence[Evidence]) -> Review:
+        """``overwrite`` mode: the evidence's reading replaces the incoming answer, unreviewed.
+
+        The reading is the reviewer's ``read`` (an LLM reads the evidence as its guidance says,
+        never shown the incoming answer), or the tools' reading rules for a reviewer without one.
+        A reading naming the incoming option is a keep; an abstaining reading keeps it too.
+        """
+        read = getattr(self.reviewer, "read", None)
+        r: Review = read(q, evidence) if callable(read) else _RULES.read(q, evidence)
+        if r.option is None or r.decision == "no_decision":
+            return Review("no_decision", None, f"overwrite: no reading ({r.reason})", r.responsible)
+        if r.option == incoming:
+            return Review("keep", incoming, f"overwrite: {r.reason}", r.responsible)
+        return Review("replace", r.option, f"overwrite: {r.reason}", r.responsible)
+
+
+_RULES = RuleReviewer()
 
 
 def _content_view(q: Question) -> QuestionView:

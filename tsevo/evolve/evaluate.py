@@ -223,6 +223,8 @@ def answer_libraries(
     sandbox: Any = None,
     max_tools: int = 3,
     workers: int = 1,
+    mode: str = "residual",
+    scoped: bool = True,
 ) -> dict[str, dict[str, AnswerRecord]]:
     """Answer the same questions with several libraries on one agent (roles, sandbox and caches shared).
 
@@ -235,12 +237,22 @@ def answer_libraries(
         sandbox: Tool executor (default: one the agent starts and this call closes).
         max_tools: Tools per question over the chain.
         workers: Questions answered concurrently.
+        mode: ``residual`` (review; the protocol) or ``overwrite`` (a tool's reading replaces the
+            answer unreviewed: the paper's Table 5 arm of the same library).
+        scoped: ``False`` makes every tool a candidate on every question (``w/o scope``).
 
     Returns:
         Arm name -> records by question id.
     """
     agent = Agent(
-        Library(), answerer, reviewer, executor=sandbox, max_tools=max_tools, workers=workers
+        Library(),
+        answerer,
+        reviewer,
+        executor=sandbox,
+        max_tools=max_tools,
+        workers=workers,
+        mode=mode,
+        scoped=scoped,
     )
     ev = Evaluator(agent)
     try:
@@ -260,6 +272,8 @@ def eval_library(
     sandbox: Any = None,
     max_tools: int = 3,
     z: float = 1.96,
+    mode: str = "residual",
+    scoped: bool = True,
 ) -> dict[str, Any]:
     """Answer a split with the bare agent and with ``library`` (same roles); report paired deltas.
 
@@ -276,6 +290,8 @@ def eval_library(
         sandbox: Tool executor (a new sandbox by default).
         max_tools: Tools per question over the chain.
         z: z of the paired lower bound.
+        mode: How the library is applied: ``residual`` (reviewed) or ``overwrite``.
+        scoped: Whether scopes decide where tools run (``False``: ``w/o scope``).
 
     Returns:
         ``{"split", "n", "library", "tasks": [per task and ALL: n, bare, with_library, delta,
@@ -292,6 +308,8 @@ def eval_library(
         reviewer=reviewer,
         sandbox=sandbox,
         max_tools=max_tools,
+        mode=mode,
+        scoped=scoped,
     )
     before, after = arms["bare"], arms["with_library"]
     counts = paired_counts(outcomes(before), outcomes(after))

@@ -281,6 +281,8 @@ def gate(ctx: RoundContext) -> StepResult:
         f"lb={g.delta_lb})"
     )
     ctx.accepted, ctx.accepted_val, ctx.decision = ctx.candidate, ctx.cand_val, g
+    if not ctx.cfg.ablation.gate:  # w/o gate: the measurement is recorded, never obeyed
+        return StepResult({"path": g.path, "forced": True}, _deploy(ctx, g, "force-accepted"))
     stop = None
     if g.invalid:
         stop = ctx.result(
@@ -362,7 +364,10 @@ def _attributions(
 def reconcile(ctx: RoundContext) -> StepResult:
     """Reconcile scope fields with behaviour, pass the same gate once more, write the stage."""
     assert ctx.accepted is not None and ctx.decision is not None
-    reconciled, edits = reconcile_scopes(ctx.accepted, ctx.base_val, ctx.accepted_val)
+    if ctx.cfg.ablation.scope:
+        reconciled, edits = reconcile_scopes(ctx.accepted, ctx.base_val, ctx.accepted_val)
+    else:  # w/o scope: tools carry no scope fields to reconcile
+        reconciled, edits = ctx.accepted, []
     final = ctx.decision
     if edits:
         rec_val = ctx.evaluator.answer("val", reconciled, list(ctx.val))
@@ -374,16 +379,27 @@ def reconcile(ctx: RoundContext) -> StepResult:
     else:
         final = gate_between(ctx.base_val, ctx.accepted_val, ctx.cfg)
     ctx.write_json("reconcile", {"edits": edits, "final_gate": final.to_dict()})
+    return StepResult({"edits": len(edits)}, _deploy(ctx, final, "admitted"))
+
+
+def _deploy(ctx: RoundContext, final: GateDecision, how: str) -> RoundResult:
+    """Write the accepted library as the round's stage (``how``: admitted or force-accepted)."""
+    assert ctx.accepted is not None
     lib = ctx.accepted
     deployed = tuple(t.id for t in lib.stages[-1].tools)
     ctx.funnel.deployed = len(deployed)
     ctx.funnel.deployed_kinds = sorted({t.kind for t in lib.stages[-1].tools})
     if ctx.store is not None and ctx.paths is not None:
         ctx.store.save(ctx.paths.library, lib)
-    ctx.log(f"round {ctx.r}: accepted {len(deployed)} artifact(s) via {final.path}")
-    res = ctx.result(
+    if how == "admitted":
+        reason = f"admitted by the {final.path} path"
+        ctx.log(f"round {ctx.r}: accepted {len(deployed)} artifact(s) via {final.path}")
+    else:
+        reason = f"force-accepted without the gate (w/o gate ablation; it measured {final.path})"
+        ctx.log(f"round {ctx.r}: {reason}; {len(deployed)} artifact(s)")
+    return ctx.result(
         "accepted",
-        f"admitted by the {final.path} path",
+        reason,
         library=lib,
         gate=ctx.gate,
         final_gate=final,
@@ -391,7 +407,6 @@ def reconcile(ctx: RoundContext) -> StepResult:
         deployed=deployed,
         candidate=ctx.candidate,
     )
-    return StepResult({"edits": len(edits)}, res)
 
 
 #: The steps of a round, in the order the method runs them.

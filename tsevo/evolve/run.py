@@ -244,6 +244,8 @@ def _rounds(
         max_tools=cfg.max_tools_per_question,
         workers=roles.workers,
         views=ids.view,
+        mode="residual" if cfg.ablation.residual_chain else "overwrite",
+        scoped=cfg.ablation.scope,
     )
     decide = Evaluator(agent, store, forbidden=[q.id for q in test], progress=progress)
     reporter = Evaluator(agent, store, progress=progress)

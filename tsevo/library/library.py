@@ -33,7 +33,7 @@ from .tool import Guidance, Scope, Tool, options_kind, question_tokens
 if TYPE_CHECKING:
     from tsevo.data import Question, QuestionView
 
-__all__ = ["Library", "ScopedTool", "Stage", "scope_matches"]
+__all__ = ["Library", "ScopedTool", "Stage", "description_score", "scope_matches"]
 
 SCHEMA_VERSION = 1
 
@@ -246,27 +246,56 @@ class Library:
         """Prompt-patch artifacts in chain order (LLM reviewer only)."""
         return [t for t in self.all_artifacts() if t.kind == "prompt_patch"]
 
-    def shortlist(
+    def candidates(
         self,
-        q: Question,
-        max_tools: int = 3,
+        q: Question | QuestionView,
         effective: list[list[ScopedTool]] | None = None,
-    ) -> list[list[ScopedTool]]:
-        """Per stage, the tools that apply to ``q``; at most ``max_tools`` over the whole chain.
+        *,
+        scoped: bool = True,
+    ) -> list[ScopedTool]:
+        """The tools an answerer may inspect for ``q``, in the builtin's reading of the catalog.
 
-        Within a stage, tools are ranked by matcher score (then id); stages are taken in order.
+        Scoped (the protocol): the tools whose scope matches ``q``, stage by stage, ranked within
+        a stage by matcher score, then id. Unscoped (the ``w/o scope`` ablation): every tool is a
+        candidate, ranked within a stage by :func:`description_score` (the builtin's matcher over
+        tool descriptions alone), then id.
         """
         eff = effective if effective is not None else self.effective()
         tokens = question_tokens(q.question)
-        budget = max_tools
-        out: list[list[ScopedTool]] = []
+        out: list[ScopedTool] = []
         for row in eff:
-            hits = [st for st in row if scope_matches(st.tool.scope, q, tokens)]
-            hits.sort(key=lambda st: (-st.tool.scope.matcher.score(tokens), st.tool.id))
-            take = hits[: max(budget, 0)]
-            budget -= len(take)
-            out.append(take)
+            if scoped:
+                hits = [st for st in row if scope_matches(st.tool.scope, q, tokens)]
+                hits.sort(key=lambda st: (-st.tool.scope.matcher.score(tokens), st.tool.id))
+            else:
+                hits = sorted(row, key=lambda st: (-description_score(st.tool, tokens), st.tool.id))
+            out.extend(hits)
         return out
+
+    def shortlist(
+        self,
+        q: Question | QuestionView,
+        max_tools: int = 3,
+        effective: list[list[ScopedTool]] | None = None,
+        *,
+        scoped: bool = True,
+    ) -> list[list[ScopedTool]]:
+        """Per stage, the tools the builtin inspects for ``q``: at most ``max_tools`` over the chain.
+
+        The first ``max_tools`` of :meth:`candidates` (stages taken in order), grouped by stage.
+        """
+        eff = effective if effective is not None else self.effective()
+        chosen = self.candidates(q, eff, scoped=scoped)[: max(max_tools, 0)]
+        return self.rows(eff, [st.tool.id for st in chosen])
+
+    @staticmethod
+    def rows(effective: list[list[ScopedTool]], ids: Sequence[str]) -> list[list[ScopedTool]]:
+        """Per stage, the tools named in ``ids``, in the order ``ids`` names them."""
+        rank = {tid: i for i, tid in enumerate(ids)}
+        return [
+            sorted((st for st in row if st.tool.id in rank), key=lambda st: rank[st.tool.id])
+            for row in effective
+        ]
 
     def scope_catalog(self) -> str:
         """Structured text of the whole chain for an LLM reviewer."""
@@ -356,6 +385,16 @@ class Library:
             for s in self.stages
             for t in s.tools
         ]
+
+
+def description_score(tool: Tool, tokens: frozenset[str]) -> float:
+    """How much a tool's description speaks of a question: the share of its words the question has.
+
+    The builtin answerer's matcher over tool descriptions alone (the ``w/o scope`` ablation, where
+    tools carry no structured scope); 0 for a tool without a description.
+    """
+    words = question_tokens(tool.description)
+    return len(words & tokens) / len(words) if words else 0.0
 
 
 def _verified_tool(td: dict[str, Any], source: str, src_file: Path, stage_file: Path) -> Tool:

@@ -56,7 +56,9 @@ __all__ = ["KINDS", "BuiltinResponder"]
 #: Request kind -> prompt asset whose first line identifies it.
 KINDS: dict[str, str] = {
     "answer": "answerer",
+    "choose": "tool_choice",
     "review": "reviewer",
+    "read": "reader",
     "define": "triage_define",
     "assign": "triage_assign",
     "plan": "planner_local",
@@ -197,16 +199,7 @@ class BuiltinResponder:
         rows = _json_after(
             prompt, 'reading_rule", when present, is the machine-readable form of the guidance):'
         )
-        evidence = []
-        for r in rows:
-            rule = ReadingRule.from_dict(r["reading_rule"]) if r.get("reading_rule") else None
-            tool = Tool(
-                id=r["tool"],
-                source="def evidence():\n    return None\n",
-                guidance=Guidance(r.get("guidance", ""), rule),
-            )
-            evidence.append(Evidence(ScopedTool(tool, 0), r["status"], r.get("outputs")))
-        rv = self.roles.reviewer.review(q, incoming, evidence)
+        rv = self.roles.reviewer.review(q, incoming, self._evidence(rows))
         if rv.decision == "replace" and rv.option is not None:
             return {
                 "decision": "replace",
@@ -220,6 +213,35 @@ class BuiltinResponder:
             "tools": list(rv.responsible),
             "reason": rv.reason,
         }
+
+    def _choose(self, prompt: str) -> dict[str, Any]:
+        # the catalog lists the candidates in the builtin's reading (matcher rank): its choice is
+        # the first max_tools of them
+        k = int(re.search(r"at most (\d+), most useful first", prompt).group(1))  # type: ignore[union-attr]
+        start = prompt.index("Tool catalog (JSON")
+        rows = _json_after(prompt[prompt.index("):\n", start) :], "):")
+        return {"tools": [r["id"] for r in rows[:k]], "reason": "the builtin matcher's ranking"}
+
+    def _read(self, prompt: str) -> dict[str, Any]:
+        q = self._question(prompt)
+        rows = _json_after(
+            prompt, 'reading_rule", when present, is the machine-readable form of the guidance):'
+        )
+        rv = self.roles.reviewer.read(q, self._evidence(rows))
+        letter = option_letter(rv.option) if rv.option is not None else None
+        return {"option": letter, "tools": list(rv.responsible), "reason": rv.reason}
+
+    def _evidence(self, rows: list[dict[str, Any]]) -> list[Evidence]:
+        evidence = []
+        for r in rows:
+            rule = ReadingRule.from_dict(r["reading_rule"]) if r.get("reading_rule") else None
+            tool = Tool(
+                id=r["tool"],
+                source="def evidence():\n    return None\n",
+                guidance=Guidance(r.get("guidance", ""), rule),
+            )
+            evidence.append(Evidence(ScopedTool(tool, 0), r["status"], r.get("outputs")))
+        return evidence
 
     # ------------------------------------------------------------------ triage
     def _error_items(self, rows: list[dict[str, Any]]) -> list[ErrorItem]:

@@ -1,8 +1,10 @@
-"""Lifecycle plans of the builtin planner: refine or rescope an earlier tool when that clearly helps.
+"""Lifecycle plans of the builtin planner: refine, rescope or retire an earlier tool when that clearly helps.
 
 An append-only chain never edits an earlier stage: *refine* adds usage guidance that amends the
-tool's reading at answer time, *rescope* adds a scope override that narrows where it fires
-(DESIGN.md §2, decided gaps).
+tool's reading at answer time, *rescope* adds a scope override that narrows where it fires, and
+*retire* adds a tombstone that removes it (DESIGN.md §2, decided gaps). A rescope's anti-scope is a
+forbidden word when one separates the rows it reads wrongly, else the tasks where it always reads
+wrongly, else a weighted term matcher (:mod:`~tsevo.roles.builtin.antiscope`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from dataclasses import replace as _replace
 import numpy as np
 
 from tsevo.library.reading import apply_rule
-from tsevo.library.tool import question_tokens
+from tsevo.library.tool import Scope, Tool, question_tokens
 
 from ..protocols import ContractCard, Dossier, Example
+from .antiscope import HarmCounts, anti_matcher, anti_tasks, clearly_harmful_on_train, harm_counts
 from .rules import Row, cross_validate, fit_rule, tune_margin
 
 __all__ = ["lifecycle_card"]
@@ -27,8 +30,11 @@ def lifecycle_card(dossier: Dossier, min_gain: float = 0.15) -> ContractCard | N
     *Refine*: the tool's own evidence, re-read with a rule refitted on the train rows where it
     ran, recovers gold much better than its current rule -> usage guidance with the new rule.
     *Rescope*: its current readings are mostly wrong on the bucket and a refit does not help ->
-    a scope override that forbids words shared by the bucket's questions and absent where the
-    tool reads right. Otherwise None (the planner falls back to creating a new tool).
+    a scope override whose anti-scope keeps it off those questions: a word shared by the wrong rows
+    and absent where the tool reads right, else the tasks where it always reads wrong, else a
+    term matcher over the wrong rows' words. *Retire*: its replacements on these train rows are
+    clearly harmful (the prune's rule) and it reads right nowhere, or no anti-scope separates
+    where it does. Otherwise None (the planner falls back to creating a new tool).
     """
     fired = Counter(t for e in dossier.support for t in getattr(e.record, "tools_ok", ()))
     if not fired:
@@ -102,40 +108,125 @@ def lifecycle_card(dossier: Dossier, min_gain: float = 0.15) -> ContractCard | N
             },
             **common,
         )
-    if acc < 0.5:
-        wrong_toks = [
-            question_tokens(e.question.question)
-            for e, ok in zip(examples, right, strict=True)
-            if not ok
-        ]
-        right_toks = [
-            question_tokens(e.question.question)
-            for e, ok in zip(examples, right, strict=True)
-            if ok
-        ]
-        if not wrong_toks:
-            return None
-        shared = set.intersection(*(set(t) for t in wrong_toks))
-        words = sorted(
-            w
-            for w in shared
-            if len(w) > 2 and sum(w in t for t in right_toks) <= 0.2 * max(len(right_toks), 1)
-        )
-        if not words:
-            return None
-        forbid = tuple(sorted({*tool.scope.matcher.forbid, words[0]}))
-        new_scope = _replace(tool.scope, matcher=_replace(tool.scope.matcher, forbid=forbid))
-        return ContractCard(
-            action="rescope",
-            artifact_kind="scope_override",
-            failure_type="wrong_scope",
-            root_cause=f"{target_id} fires on questions it reads wrongly (accuracy {acc:.2f} there)",
-            focus=f"keep {target_id} away from questions mentioning {words[0]!r}",
-            scope=new_scope,
-            plan={"rule_kind": rule.kind, "current_acc": round(acc, 6), "forbid": list(forbid)},
-            **common,
-        )
+    if acc >= 0.5:
+        return None
+    harm = harm_counts(target_id, [e.record for e in examples], [e.gold for e in examples])
+    if not any(right) and clearly_harmful_on_train(harm):
+        return _retire(dossier, target_id, tool, acc, harm)
+    card = _word_rescope(dossier, target_id, tool, acc, examples, right)
+    if card is not None:
+        return card
+    tasks = anti_tasks([e.question.task for e in examples], right)
+    if tasks:
+        scope = _replace(tool.scope, anti_tasks=tuple(sorted({*tool.scope.anti_tasks, *tasks})))
+        return _rescope(dossier, target_id, tool, acc, scope, f"tasks {', '.join(tasks)}")
+    am = anti_matcher([e.question.question for e in examples], right)
+    if am is not None and tool.scope.anti_matcher.is_trivial:
+        scope = _replace(tool.scope, anti_matcher=am)
+        return _rescope(dossier, target_id, tool, acc, scope, f"questions like {am.describe(4)}")
+    if clearly_harmful_on_train(harm):
+        return _retire(dossier, target_id, tool, acc, harm)
     return None
+
+
+def _word_rescope(
+    dossier: Dossier,
+    target_id: str,
+    tool: Tool,
+    acc: float,
+    examples: list[Example],
+    right: list[bool],
+) -> ContractCard | None:
+    """Forbid a word every wrong row shares and (almost) no right row has."""
+    wrong_toks = [
+        question_tokens(e.question.question)
+        for e, ok in zip(examples, right, strict=True)
+        if not ok
+    ]
+    right_toks = [
+        question_tokens(e.question.question) for e, ok in zip(examples, right, strict=True) if ok
+    ]
+    if not wrong_toks:
+        return None
+    shared = set.intersection(*(set(t) for t in wrong_toks))
+    words = sorted(
+        w
+        for w in shared
+        if len(w) > 2 and sum(w in t for t in right_toks) <= 0.2 * max(len(right_toks), 1)
+    )
+    if not words:
+        return None
+    forbid = tuple(sorted({*tool.scope.matcher.forbid, words[0]}))
+    new_scope = _replace(tool.scope, matcher=_replace(tool.scope.matcher, forbid=forbid))
+    rule = tool.guidance.rule
+    return ContractCard(
+        action="rescope",
+        artifact_kind="scope_override",
+        failure_type="wrong_scope",
+        root_cause=f"{target_id} fires on questions it reads wrongly (accuracy {acc:.2f} there)",
+        focus=f"keep {target_id} away from questions mentioning {words[0]!r}",
+        scope=new_scope,
+        plan={
+            "rule_kind": rule.kind if rule is not None else "",
+            "current_acc": round(acc, 6),
+            "forbid": list(forbid),
+        },
+        bucket_id=dossier.bucket_id,
+        target_tool=target_id,
+        contract=tool.contract,
+    )
+
+
+def _rescope(
+    dossier: Dossier, target_id: str, tool: Tool, acc: float, scope: Scope, where: str
+) -> ContractCard:
+    """A scope override whose anti-scope (tasks or an anti-matcher) keeps the tool off ``where``."""
+    rule = tool.guidance.rule
+    return ContractCard(
+        action="rescope",
+        artifact_kind="scope_override",
+        failure_type="wrong_scope",
+        root_cause=f"{target_id} reads wrongly on {where} (accuracy {acc:.2f} where it runs)",
+        focus=f"keep {target_id} away from {where}",
+        scope=scope,
+        plan={
+            "rule_kind": rule.kind if rule is not None else "",
+            "current_acc": round(acc, 6),
+            "anti_tasks": list(scope.anti_tasks),
+            "anti_matcher": scope.anti_matcher.to_dict(),
+        },
+        bucket_id=dossier.bucket_id,
+        target_tool=target_id,
+        contract=tool.contract,
+    )
+
+
+def _retire(
+    dossier: Dossier, target_id: str, tool: Tool, acc: float, harm: HarmCounts
+) -> ContractCard:
+    """A tombstone: the tool's replacements broke clearly more than they repaired on train."""
+    rule = tool.guidance.rule
+    return ContractCard(
+        action="retire",
+        artifact_kind="tombstone",
+        failure_type="harmful_tool",
+        root_cause=(
+            f"{target_id} broke {harm.harmed} right answer(s) and repaired {harm.helped} on the "
+            f"train rows where it runs (its readings right on {acc:.2f}), and no narrower scope "
+            "separates where it reads right"
+        ),
+        focus=f"retire {target_id}",
+        scope=tool.scope,
+        plan={
+            "rule_kind": rule.kind if rule is not None else "",
+            "current_acc": round(acc, 6),
+            "helped": harm.helped,
+            "harmed": harm.harmed,
+        },
+        bucket_id=dossier.bucket_id,
+        target_tool=target_id,
+        contract=tool.contract,
+    )
 
 
 # ------------------------------------------------------------------ protocol

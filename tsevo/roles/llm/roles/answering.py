@@ -3,7 +3,10 @@
 Both see only the question at hand (rendered by :func:`~tsevo.roles.llm.render.render_question`:
 text, context, series, lettered options; never gold, task, ids or metadata), and the reviewer also
 sees the stage's tool evidence with each tool's guidance, plus the library's prompt patches that
-are in scope for the question.
+are in scope for the question. Before any tool runs, the reviewer consults the scope catalog
+(:meth:`LLMReviewer.choose_tools`: the candidate tools' ids, names, one-line descriptions and
+scopes) and chooses the tools the agent inspects; in the ``overwrite`` ablation it reads the
+evidence into an option without being shown the incoming answer (:meth:`LLMReviewer.read`).
 """
 
 from __future__ import annotations
@@ -16,20 +19,24 @@ from typing import Any, Literal
 import pydantic
 
 from tsevo.data import QuestionView
-from tsevo.library.library import Library, scope_matches
+from tsevo.library.library import Library, ScopedTool, scope_matches
 from tsevo.library.tool import Tool
 
 from ...protocols import BaseAnswer, Evidence, Review
+from ..client import LLMCallError
 from ..jsoncall import InvalidReply
 from ..render import PromptTooLong, render_question
 from ._common import RoleContext, fmt_outputs, letters, option_index, render_rows
 
 __all__ = [
     "AnswerReply",
+    "ChoiceReply",
     "LLMAnswerer",
     "LLMReviewer",
+    "ReadReply",
     "ReviewReply",
     "answer_model",
+    "read_model",
     "review_model",
 ]
 
@@ -39,6 +46,25 @@ class AnswerReply(pydantic.BaseModel):
 
     option: str = pydantic.Field(description="letter of the chosen option")
     reason: str = pydantic.Field(default="", description="one short sentence", max_length=600)
+
+
+class ChoiceReply(pydantic.BaseModel):
+    """The answerer's choice from the scope catalog: the tools it inspects."""
+
+    tools: list[str] = pydantic.Field(
+        default_factory=list, description="ids of the tools to inspect, most useful first"
+    )
+    reason: str = pydantic.Field(default="", max_length=600)
+
+
+class ReadReply(pydantic.BaseModel):
+    """A reading of tool evidence without an answer to review (the ``overwrite`` ablation)."""
+
+    option: str | None = pydantic.Field(
+        default=None, description="letter of the option the evidence points to, else null"
+    )
+    tools: list[str] = pydantic.Field(default_factory=list)
+    reason: str = pydantic.Field(default="", max_length=600)
 
 
 class ReviewReply(pydantic.BaseModel):
@@ -81,6 +107,18 @@ def review_model(n_options: int) -> type[ReviewReply]:
             lit | None,
             pydantic.Field(default=None, description="replacement letter (replace only)"),
         ),
+    )
+    return model
+
+
+@functools.lru_cache(maxsize=16)
+def read_model(n_options: int) -> type[ReadReply]:
+    """A :class:`ReadReply` whose ``option`` is an enum of the question's letters (or null)."""
+    lit: Any = Literal[tuple(letters(n_options))]
+    model: type[ReadReply] = pydantic.create_model(
+        f"ReadReply{n_options}",
+        __base__=ReadReply,
+        option=(lit | None, pydantic.Field(default=None, description="option letter or null")),
     )
     return model
 
@@ -186,8 +224,81 @@ class LLMReviewer:
                 out.append(_Patch(t.id, text))
         return out
 
-    def prompt(self, q: QuestionView, incoming: int, evidence: Sequence[Evidence]) -> str:
-        """The prompt for one review (fitted to the per-prompt token budget)."""
+    # ------------------------------------------------------------------ the scope catalog
+    def choice_prompt(
+        self, q: QuestionView, candidates: Sequence[ScopedTool], max_tools: int, scoped: bool
+    ) -> str:
+        """The catalog prompt: the candidates' ids, names, one-line descriptions (and scopes)."""
+        rows = []
+        for st in candidates:
+            t = st.tool
+            row: dict[str, Any] = {
+                "id": t.id,
+                "name": t.name,
+                "description": t.description or t.contract.measurement,
+                "measures": t.contract.measurement,
+                "outputs": list(t.outputs),
+            }
+            if scoped:
+                row["scope"] = t.scope.describe()
+            rows.append(row)
+        note = (
+            " that applies to it: id, name, description, what it measures, outputs, scope"
+            if scoped
+            else ": id, name, description, what it measures, outputs"
+        )
+        return _render_fitting(
+            self.ctx,
+            self.role,
+            q,
+            lambda rq: self.ctx.render(
+                "tool_choice",
+                question=rq,
+                max_tools=max_tools,
+                scope_note=note,
+                catalog=render_rows(rows),
+            ),
+        )
+
+    def choose_tools(
+        self, q: QuestionView, candidates: Sequence[ScopedTool], max_tools: int, scoped: bool
+    ) -> list[str]:
+        """Consult the scope catalog and choose the tools to inspect (at most ``max_tools``).
+
+        ``candidates`` come in the builtin's reading of the catalog (scope matches ranked by the
+        matcher; unscoped: every tool, ranked by its description). Without a valid choice within
+        the retries the agent inspects the first ``max_tools`` of them (counted as a fallback).
+
+        Raises:
+            LLMRunStopped: The run must stop (budget, replay miss, endpoint down).
+        """
+        known = [st.tool.id for st in candidates]
+        if not known:
+            return []
+
+        def check(r: ChoiceReply) -> str | None:
+            bad = [t for t in r.tools if t not in known]
+            if bad:
+                return f"unknown tool ids {bad[:4]}; choose among {known}"
+            if len(r.tools) > max_tools:
+                return f"{len(r.tools)} tools chosen; at most {max_tools}"
+            return None
+
+        try:
+            reply, _meta = self.ctx.call(
+                self.role,
+                "choose",
+                self.choice_prompt(q, candidates, max_tools, scoped),
+                ChoiceReply,
+                validate=check,
+            )
+        except (InvalidReply, PromptTooLong, LLMCallError):
+            self.ctx.role_stats(self.role).fallbacks += 1
+            return known[:max_tools]
+        return list(dict.fromkeys(reply.tools))[:max_tools]
+
+    # ------------------------------------------------------------------ review
+    def _evidence_rows(self, evidence: Sequence[Evidence]) -> list[dict[str, Any]]:
         rows = []
         for ev in evidence:
             t = ev.tool.tool
@@ -201,6 +312,11 @@ class LLMReviewer:
             if t.guidance.rule is not None:
                 row["reading_rule"] = t.guidance.rule.to_dict()
             rows.append(row)
+        return rows
+
+    def prompt(self, q: QuestionView, incoming: int, evidence: Sequence[Evidence]) -> str:
+        """The prompt for one review (fitted to the per-prompt token budget)."""
+        rows = self._evidence_rows(evidence)
         patches = self._patches_for(q)
         ptext = (
             self.ctx.render(
@@ -251,3 +367,35 @@ class LLMReviewer:
             if idx != incoming:
                 return Review("replace", idx, reason, responsible)
         return Review("keep", incoming, reason, responsible)
+
+    def read(self, q: QuestionView, evidence: Sequence[Evidence]) -> Review:
+        """Read the evidence into an option, shown no answer to review (``overwrite`` ablation).
+
+        Returns ``replace`` with the option the evidence points to, or ``no_decision`` when it
+        points to none, no tool ran ok, or no valid reply came within the retries.
+
+        Raises:
+            LLMRunStopped: The run must stop (budget, replay miss, endpoint down).
+        """
+        ok = [ev.tool.tool.id for ev in evidence if ev.status == "ok"]
+        if not ok:
+            return Review("no_decision", None, "no tool returned evidence")
+        prompt = _render_fitting(
+            self.ctx,
+            self.role,
+            q,
+            lambda rq: self.ctx.render(
+                "reader", question=rq, evidence=render_rows(self._evidence_rows(evidence))
+            ),
+        )
+        try:
+            reply, _meta = self.ctx.call(self.role, "read", prompt, read_model(q.n_options))
+        except (InvalidReply, PromptTooLong) as e:
+            self.ctx.role_stats(self.role).invalid_final += 1
+            return Review("no_decision", None, f"no valid reading ({_brief(e)})")
+        cited = tuple(t for t in reply.tools if t in ok)
+        idx = option_index(reply.option, q.n_options)
+        reason = reply.reason.strip()[:300]
+        if idx is None:
+            return Review("no_decision", None, reason or "the evidence points to no option")
+        return Review("replace", idx, reason, tuple(sorted(cited or ok)))
