@@ -84,7 +84,20 @@ def _remaining(steps: list[str], run: Path) -> list[str]:
 
 
 def _prefix_ok(before: dict[str, list[str]], after: dict[str, list[str]]) -> bool:
-    return all(after.get(arm, [])[: len(lines)] == lines for arm, lines in before.items())
+    return not _broken(before, after)
+
+
+def _broken(before: dict[str, list[str]], after: dict[str, list[str]]) -> list[str]:
+    """Logs whose lines before a kill are not a prefix of their lines after (and where)."""
+    out = []
+    for arm, lines in before.items():
+        now = after.get(arm, [])
+        if now[: len(lines)] != lines:
+            at = next(
+                (k for k, (a, b) in enumerate(zip(lines, now, strict=False)) if a != b), len(now)
+            )
+            out.append(f"{arm}: {len(lines)} lines before, {len(now)} after, first change at {at}")
+    return out
 
 
 def trial(i: int, ref: Path, ref_s: float, rng: random.Random, root: Path) -> dict[str, Any]:
@@ -92,6 +105,8 @@ def trial(i: int, ref: Path, ref_s: float, rng: random.Random, root: Path) -> di
     run = root / f"trial{i}"
     argv = rf.tsevo_cmd(run, rounds=ROUNDS)
     kills: list[str] = []
+    errors: list[str] = []
+    broken: list[str] = []
     snap = rf.eval_logs(run) if run.exists() else {}
     respent = 0
     total = sum(len(v) for v in rf.eval_logs(ref).values())
@@ -114,13 +129,19 @@ def trial(i: int, ref: Path, ref_s: float, rng: random.Random, root: Path) -> di
                 spec = {"append": "", "nth": rng.randint(1, 3), "torn": rng.random() < 0.7}
             p = rf.run_cli(argv, kill=spec)
             kills.append(json.dumps(spec) + ("" if p.returncode == -9 else f" (rc {p.returncode})"))
+            if p.returncode not in (0, -9):
+                errors.append(f"after {kills[-1]}: {p.stderr[-1500:]}")
         after = rf.eval_logs(run) if (run / "evals").exists() else {}
+        broken += [f"kill {len(kills)}: {b}" for b in _broken(snap, after)]
         respent += 0 if _prefix_ok(snap, after) else 1
         snap = after
     p = rf.run_cli(argv)
     ok = p.returncode == 0
+    if not ok:
+        errors.append(f"final resume (rc {p.returncode}): {p.stderr[-1500:]}")
     final = rf.eval_logs(run) if ok else {}
     expected = rf.eval_logs(ref)
+    broken += [f"final: {b}" for b in _broken(snap, final)]
     respent += 0 if _prefix_ok(snap, final) else 1
     same_evals = sorted(final) == sorted(expected)
     for arm, lines in final.items():
@@ -138,7 +159,15 @@ def trial(i: int, ref: Path, ref_s: float, rng: random.Random, root: Path) -> di
         if rf.summary_without_timings(run) != rf.summary_without_timings(ref):
             diffs.append("report")
     identical = ok and same_evals and not diffs and respent == 0
-    return {"trial": i, "kills": kills, "identical": identical, "diffs": diffs, "respent": respent}
+    return {
+        "trial": i,
+        "kills": kills,
+        "identical": identical,
+        "diffs": diffs,
+        "respent": respent,
+        "broken_prefixes": broken,
+        "errors": errors,
+    }
 
 
 def main(trials: int = TRIALS, kills: int = KILLS, seed: int = SEED) -> list[dict[str, Any]]:
