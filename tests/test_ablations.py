@@ -396,3 +396,20 @@ def test_the_run_answers_through_the_agent_its_ablation_asks_for(
     for name in ("full", "w/o residual chain", "w/o scope"):
         run_mod.evolve(suite, config=ProtocolConfig().ablated(name), log=lambda s: None)
     assert seen == [("residual", True), ("overwrite", True), ("residual", False)]
+
+
+def test_the_command_line_runs_a_named_ablation_and_the_report_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tsevo.cli import main
+
+    out = tmp_path / "cli"
+    argv = ["evolve", "--suite", "synthetic:1", "--seed", "6", "--out", str(out), "--quiet"]
+    assert main([*argv, "--ablation", "w/o residual chain"]) == 0
+    cfg = json.loads((out / "config.json").read_text())["protocol"]
+    assert cfg["ablation"]["residual_chain"] is False and cfg["root"] == "empty"
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    assert "ablation: w/o residual chain" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="leave out --root"):
+        main([*argv, "--ablation", "w/o gate", "--root", "expert"])

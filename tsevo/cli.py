@@ -165,6 +165,10 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
         if args.config
         else ProtocolConfig(**params)
     )
+    if args.ablation:
+        if args.root != "empty":
+            raise SystemExit("tsevo evolve: --ablation sets the root library; leave out --root")
+        cfg = cfg.ablated(args.ablation)
     if args.backend == "llm":
         roles = RoleSet.llm(
             _llm_configs(args), run_dir=args.out, max_attempts=cfg.max_synthesis_attempts
@@ -339,6 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--rounds", type=int, default=1)
     ev.add_argument("--backend", choices=["builtin", "llm"], default="builtin")
     ev.add_argument("--root", default="empty", help="root library: empty | chronos | expert")
+    ev.add_argument(
+        "--ablation",
+        default="",
+        help="one of the paper's ablations: 'w/o cali.', 'w/o gate', 'w/o scope', 'w/ chronos', "
+        "'w/ expert', 'w/o residual chain' (sets the root for the root ablations)",
+    )
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--config", type=Path, help="a saved protocol config (JSON) to start from")
     ev.add_argument(

@@ -113,6 +113,9 @@ def _pct(x: float | None) -> str:
 def summary_text(summary: dict[str, Any]) -> str:
     """Printable summary: funnel, gate decision and report-only test deltas per task, per round."""
     lines = [f"tsevo run {summary['run']}"]
+    abl = (summary.get("manifest") or {}).get("ablation") or {}
+    if abl.get("name", "full") != "full":  # the protocol itself prints nothing here
+        lines.append(f"ablation: {abl.get('label', abl['name'])}")
     for rd in summary["rounds"]:
         lines.append("")
         lines.append(f"== round {rd['round']}: {rd['status'].upper()} — {rd['reason']}")

@@ -9,6 +9,10 @@
 8. :func:`reconcile` — scopes reconciled with how tools behaved, the same gate once more, the chain
    write.
 
+Ablations (``cfg.ablation``): without the gate, step 6 deploys the candidate whatever it measured
+(steps 7-8 do not run); without scopes, step 8 reconciles nothing; the other switches act inside
+synthesis and the agent.
+
 The round is handed only the train and val splits, and its evaluator refuses test questions; the
 report-only test step runs after the round (:mod:`tsevo.evolve.run`). Every step writes its
 artifacts in its round folder (:class:`~tsevo.store.RoundPaths`) through the context; the step runner
