@@ -538,6 +538,7 @@ def test_the_llm_reviewer_chooses_from_the_scope_catalog_and_falls_back_to_the_m
         {"tools": ["root.nope"], "reason": ""},
         {"tools": ["root.nope"], "reason": ""},
         {"tools": ["root.nope"], "reason": ""},
+        {"tools": ["root.t2"], "reason": ""},
     ]
     with FakeOpenAIServer.llama_cpp(script) as srv:
         cfg = LLMConfig(base_url=srv.base_url, model="scripted", cache_mode="off", max_retries=0)
@@ -548,6 +549,10 @@ def test_the_llm_reviewer_chooses_from_the_scope_catalog_and_falls_back_to_the_m
         assert tools[0].scope.describe() in prompt and "at most 3" in prompt
         # no valid choice within the retries: the matcher's reading of the catalog (first three)
         assert rev.choose_tools(q, cands, 3, True) == ["root.t0", "root.t1", "root.t2"]
+        # w/o scope: the same catalog without the scope field
+        assert rev.choose_tools(q, cands, 2, False) == ["root.t2"]
+        unscoped = srv.chat_requests()[-1]["messages"][0]["content"]
+        assert tools[0].scope.describe() not in unscoped and "root.t3" in unscoped
 
 
 # --------------------------------------------------------------------------- planner lifecycle
