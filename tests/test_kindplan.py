@@ -54,7 +54,9 @@ def _dossier() -> Dossier:
 
 
 def test_two_phrasings_pool_their_rows_into_one_rule_served_per_kind():
-    branches, report = plan_kinds(MeasurementPlanner(), _dossier(), KindPlanSettings())
+    # three kinds with two errors each: no kind holds more than half of the support
+    settings = KindPlanSettings(max_kind_share=0.5)
+    branches, report = plan_kinds(MeasurementPlanner(), _dossier(), settings)
     pooled = [e for e in report.values() if e.get("pooled_with")]
     assert len(pooled) == 2 and all(e["pooled_rows"] == 4 for e in pooled)
     assert len(branches) == 2  # one branch per phrasing, both from the pooled rows
@@ -66,5 +68,17 @@ def test_two_phrasings_pool_their_rows_into_one_rule_served_per_kind():
 
 
 def test_without_pooling_two_rows_per_kind_are_too_few():
-    branches, report = plan_kinds(MeasurementPlanner(), _dossier(), KindPlanSettings(pool=False))
+    branches, report = plan_kinds(
+        MeasurementPlanner(), _dossier(), KindPlanSettings(pool=False, max_kind_share=0.5)
+    )
     assert branches == [] and {e["outcome"] for e in report.values()} == {"too few rows"}
+
+
+def test_a_dominant_kind_leaves_the_bucket_to_the_one_measurement_planner():
+    d = _dossier()
+    a = "Is there an upward trend in X?"
+    more = (_ex("a3", a, True, 7), _ex("a4", a, False, 8), _ex("a5", a, True, 9))
+    d = Dossier(d.bucket_id, d.side, d.label, d.criteria, d.support + more, ())
+    assert plan_kinds(MeasurementPlanner(), d, KindPlanSettings()) == ([], {})  # 5 of 9 errors
+    branches, _ = plan_kinds(MeasurementPlanner(), d, KindPlanSettings(max_kind_share=0.6))
+    assert branches  # the same bucket is composite when the share allows it

@@ -54,6 +54,9 @@ class KindPlanSettings:
         strict_bar: Least cross-validated accuracy of a rule found in the whole catalog.
         min_gain: Least number of rows the rule must recover beyond the agent's current answers.
         max_branches: Most branches one composite tool holds.
+        max_kind_share: Composite planning is for buckets that mix many kinds: when one kind holds
+            more than this share of the bucket's support errors, the bucket is planned one
+            measurement per bucket, focused on that kind.
         pool: Pool a kind's rows with those of kinds that share its option set and a concept word
             (two phrasings of one question, or one concept under one option set); the pooled rule
             is used when it reads the kind's own rows at least as well as the kind's own rule does
@@ -66,6 +69,7 @@ class KindPlanSettings:
     min_gain: int = 1
     max_branches: int = 24
     pool: bool = True
+    max_kind_share: float = 0.25
 
 
 def _labelled(dossier: Dossier) -> list[Example]:
@@ -152,6 +156,9 @@ def plan_kinds(
         by_kind.setdefault(index.of[e.question.id], []).append(e)
     branches: list[Branch] = []
     report: dict[str, Any] = {}
+    if not err_kinds or max(err_kinds.values()) > settings.max_kind_share * len(dossier.support):
+        # one kind dominates the bucket's errors: one measurement per bucket, focused on it
+        return branches, report
     for kid in sorted(err_kinds, key=lambda k: (-err_kinds[k], k)):
         ex = by_kind.get(kid, [])
         kind = index.by_id[kid]
