@@ -40,6 +40,7 @@ KILLS = 3
 SEED = 15
 ROUNDS = 2
 OUT = rf.REPO / "runs" / "bench" / "killfuzz.json"
+TIMEOUT_S = 3600  # per command: a busy 2-core machine runs the two rounds in minutes, not seconds
 
 
 def _tables(rounds: int) -> list[str]:
@@ -127,7 +128,7 @@ def trial(i: int, ref: Path, ref_s: float, rng: random.Random, root: Path) -> di
                 spec: dict[str, Any] = {"event": rng.choice(_remaining(steps, run) or steps)}
             else:  # on an append to any evaluation log, usually leaving a torn line
                 spec = {"append": "", "nth": rng.randint(1, 3), "torn": rng.random() < 0.7}
-            p = rf.run_cli(argv, kill=spec)
+            p = rf.run_cli(argv, kill=spec, timeout=TIMEOUT_S)
             kills.append(json.dumps(spec) + ("" if p.returncode == -9 else f" (rc {p.returncode})"))
             if p.returncode not in (0, -9):
                 errors.append(f"after {kills[-1]}: {p.stderr[-1500:]}")
@@ -135,7 +136,7 @@ def trial(i: int, ref: Path, ref_s: float, rng: random.Random, root: Path) -> di
         broken += [f"kill {len(kills)}: {b}" for b in _broken(snap, after)]
         respent += 0 if _prefix_ok(snap, after) else 1
         snap = after
-    p = rf.run_cli(argv)
+    p = rf.run_cli(argv, timeout=TIMEOUT_S)
     ok = p.returncode == 0
     if not ok:
         errors.append(f"final resume (rc {p.returncode}): {p.stderr[-1500:]}")
@@ -178,7 +179,7 @@ def main(trials: int = TRIALS, kills: int = KILLS, seed: int = SEED) -> list[dic
     t0 = time.perf_counter()
     try:
         ref = root / "ref"
-        p = rf.run_cli(rf.tsevo_cmd(ref, rounds=ROUNDS))
+        p = rf.run_cli(rf.tsevo_cmd(ref, rounds=ROUNDS), timeout=TIMEOUT_S)
         if p.returncode != 0:
             raise RuntimeError(p.stderr[-2000:])
         ref_s = time.perf_counter() - t0
