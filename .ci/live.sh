@@ -8,9 +8,15 @@
 #    at a time), waits until /v1/models answers;
 # 4. runs the live pytest (tests/live) against it: the round under the LLM backend's own budget
 #    (TSEVO_LIVE_BUDGET_S, default 300 s; TSEVO_LIVE_BUDGET_CALLS, default 400), so a busy machine
-#    ends in a clean budget stop instead of pytest's timeout, then one synthesis request straight
-#    to the model whose tool goes through the round's checks;
+#    ends in a clean budget stop instead of pytest's timeout; then, in a test of its own, one
+#    synthesis request straight to the model (it must get a reply) whose tool goes through the
+#    round's checks;
 # 5. stops the server by its PID (also on failure or Ctrl-C).
+#
+# The server computes with LIVE_THREADS threads: by default 2, or 1 when the machine is busy (load
+# average over the core count minus one): llama.cpp's threads meet at a barrier for every token, so
+# on a machine whose cores are taken, two threads wait on each other (seconds per token) where one
+# thread keeps going.
 #
 # Environment: VENV (default .venv), LIVE_PORT (default: a free port), LIVE_SETUP_ONLY=1 (stop after
 # step 2), PYTEST_ARGS (extra pytest arguments), TSEVO_LIVE_BUDGET_S / TSEVO_LIVE_BUDGET_CALLS /
@@ -48,8 +54,10 @@ fi
 
 PORT="${LIVE_PORT:-$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')}"
 LOG="$CACHE_DIR/server.log"
+THREADS="${LIVE_THREADS:-$("$PY" -c 'import os; n = os.cpu_count() or 1; print(1 if n < 2 or os.getloadavg()[0] > n - 1 else 2)')}"
+echo "live: server threads $THREADS (load average $(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo ?))"
 "$PY" -m llama_cpp.server --model "$GGUF" --host 127.0.0.1 --port "$PORT" \
-  --chat_format gemma --n_ctx 8192 --n_threads "${LIVE_THREADS:-2}" \
+  --chat_format gemma --n_ctx 8192 --n_threads "$THREADS" \
   --model_alias gemma3-270m >"$LOG" 2>&1 &
 SERVER_PID=$!
 stop_server() {

@@ -7,10 +7,12 @@ checks: the test asserts that the round ends cleanly and everything is recorded,
 The round runs under the LLM backend's own budget (``TSEVO_LIVE_BUDGET_S`` seconds, default 300,
 and ``TSEVO_LIVE_BUDGET_CALLS`` requests, default 400): on a busy machine it stops cleanly
 (``RunStopped``, a resumable folder, the session recorded as stopped) long before pytest's
-timeout, instead of being killed by it. Besides the round, one synthesis request goes to the real
-model directly (outside the round's budget, one try, ``TSEVO_LIVE_PROBE_TIMEOUT_S`` seconds): the
-model's tool source goes through the same checks a round applies (the sandbox gate, smoke runs and
-the output contract); its outcome (usually a rejection) is recorded. A JSON report (duration, how
+timeout, instead of being killed by it. Besides the round, a second test sends one synthesis
+request to the real model directly (outside the round's budget, one try, its own pytest timeout,
+``TSEVO_LIVE_PROBE_TIMEOUT_S`` seconds for the request, default 420): the model's tool source goes
+through the same checks a round applies (the sandbox gate, smoke runs and the output contract);
+its outcome (usually a rejection) is recorded. The probe must get a reply: a prompt refused as too
+long or a request that fails (time-out, server error) fails the test. A JSON report (duration, how
 the round ended, replies needing a retry, calls and tokens per role, the synthesis probe) is
 written to ``$TSEVO_LIVE_OUT/live_report.json`` and printed.
 """
@@ -22,6 +24,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,7 +41,7 @@ def _env_num(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
 
 
-def synthesis_probe(configs: object, suite: object) -> dict[str, object]:
+def synthesis_probe(configs: object, suite: object, max_points: int) -> dict[str, object]:
     """One synthesis request to the real model; its draft goes through the round's checks."""
     from tsevo.data import QuestionView
     from tsevo.evolve.synthesize import check_draft
@@ -65,11 +68,14 @@ def synthesis_probe(configs: object, suite: object) -> dict[str, object]:
     examples = [Example(QuestionView.of(q, "v-" + q.fingerprint[:8]), q.gold, rec) for q in qs]
     out: dict[str, object] = {"questions": len(qs)}
     t0 = time.monotonic()
-    with RoleSet.llm(configs, run_dir=None, retries=0, max_attempts=1) as roles:  # type: ignore[arg-type]
+    with RoleSet.llm(  # type: ignore[arg-type]
+        configs, run_dir=None, retries=0, max_attempts=1, max_points=max_points
+    ) as roles:
         try:
             draft = roles.synthesizer.synthesize(group, 1, [], examples)
         except Exception as e:  # an unusable reply is an expected, recorded outcome
             out.update(outcome="invalid_reply", error=f"{type(e).__name__}: {e}"[:500])
+            out["error_type"] = type(e).__name__
             draft = None
         else:
             if draft is None:
@@ -84,19 +90,27 @@ def synthesis_probe(configs: object, suite: object) -> dict[str, object]:
     return out
 
 
-def test_live_round_finishes_and_records_everything() -> None:
-    from tsevo.analysis import run_summary, summary_text
-    from tsevo.data.synthetic import make_suite
-    from tsevo.evolve import ProtocolConfig, evolve
-    from tsevo.library.library import Library
-    from tsevo.roles import RoleSet, RunStopped
-    from tsevo.roles.llm.config import LLMConfig, RoleConfigs
+def _out() -> Path:
+    return Path(os.environ.get("TSEVO_LIVE_OUT", ".cache/llm/live_run"))
 
-    out = Path(os.environ.get("TSEVO_LIVE_OUT", ".cache/llm/live_run"))
-    shutil.rmtree(out, ignore_errors=True)
+
+def _points() -> int:
+    return int(os.environ.get("TSEVO_LIVE_POINTS", "48"))
+
+
+def _suite() -> Any:
+    from tsevo.data.synthetic import make_suite
+
+    # default: 4 per family = 48 questions (24 train, 12 val, 12 test); smaller on a slow machine
+    return make_suite(int(os.environ.get("TSEVO_LIVE_SIZE", "4")), seed=0)
+
+
+def _default_config() -> Any:
+    from tsevo.roles.llm.config import LLMConfig
+
     # TSEVO_LIVE_CACHE: a response cache to reuse (replies already in it cost no server time)
     cache = os.environ.get("TSEVO_LIVE_CACHE") or None
-    default = LLMConfig(
+    return LLMConfig(
         base_url=os.environ["TSEVO_LIVE_BASE_URL"],
         model=os.environ.get("TSEVO_LIVE_MODEL", "gemma3-270m"),
         temperature=0.0,
@@ -112,14 +126,25 @@ def test_live_round_finishes_and_records_everything() -> None:
             "max_calls": int(_env_num("TSEVO_LIVE_BUDGET_CALLS", 400)),
         },
     )
+
+
+def test_live_round_finishes_and_records_everything() -> None:
+    from tsevo.analysis import run_summary, summary_text
+    from tsevo.evolve import ProtocolConfig, evolve
+    from tsevo.library.library import Library
+    from tsevo.roles import RoleSet, RunStopped
+    from tsevo.roles.llm.config import RoleConfigs
+
+    out = _out()
+    shutil.rmtree(out, ignore_errors=True)
+    default = _default_config()
     short = {"max_tokens": int(os.environ.get("TSEVO_LIVE_ANSWER_TOKENS", "64"))}
     configs = RoleConfigs(
         default,
         {"answerer": short, "reviewer": short, "synthesizer": {"max_tokens": 1024}},
     )
-    # default: 4 per family = 48 questions (24 train, 12 val, 12 test); smaller on a slow machine
-    suite = make_suite(int(os.environ.get("TSEVO_LIVE_SIZE", "4")), seed=0)
-    points = int(os.environ.get("TSEVO_LIVE_POINTS", "48"))
+    suite = _suite()
+    points = _points()
     t0 = time.monotonic()
     stopped = None
     with RoleSet.llm(configs, run_dir=out, max_points=points) as roles:
@@ -149,18 +174,6 @@ def test_live_round_finishes_and_records_everything() -> None:
         wall
         < _env_num("TSEVO_LIVE_BUDGET_S", 300) + 2 * _env_num("TSEVO_LIVE_CALL_TIMEOUT_S", 90) + 60
     ), "the budget did not stop the round in time"
-    probe_cfg = RoleConfigs(
-        default.replace(
-            cache_path=None,
-            cache_mode="off",
-            max_retries=0,
-            timeout_s=_env_num("TSEVO_LIVE_PROBE_TIMEOUT_S", 150),
-            budget={"max_wall_s": None, "max_calls": None},
-        ),
-        {"synthesizer": {"max_tokens": 1024}},
-    )
-    probe = synthesis_probe(probe_cfg, suite)
-    assert probe["outcome"] in ("invalid_reply", "gave_up", "rejected", "passed_checks"), probe
     syn = out / "rounds" / "r1" / "synthesis.json"
     outcomes = []
     if syn.exists():
@@ -191,7 +204,6 @@ def test_live_round_finishes_and_records_everything() -> None:
         "status": status,
         "reason": reason,
         "funnel": funnel,
-        "synthesis_probe": probe,
         "synthesis_outcomes": outcomes,
         "replies": replies,
         "replies_rejected": invalid,
@@ -200,6 +212,40 @@ def test_live_round_finishes_and_records_everything() -> None:
         "role_stats": acc["sessions"][0]["role_stats"],
         "capabilities": acc["sessions"][0]["capabilities"],
     }
-    (out / "live_report.json").write_text(json.dumps(report, indent=2))
+    _update_report(out, report)
     print(text)
     print(json.dumps(report, indent=2))
+
+
+def _update_report(out: Path, fields: dict[str, Any]) -> None:
+    path = out / "live_report.json"
+    report = json.loads(path.read_text()) if path.exists() else {}
+    report.update(fields)
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))
+
+
+#: Errors that mean the model never replied (the probe then proves nothing).
+NO_REPLY = ("PromptTooLong", "LLMCallError", "BudgetExhausted", "LLMRunStopped", "ReplayMiss")
+
+
+@pytest.mark.timeout(int(_env_num("TSEVO_LIVE_PROBE_TIMEOUT_S", 420)) + 120)
+def test_live_synthesis_probe_reply_goes_through_the_checks() -> None:
+    """One synthesis request to the real model (after the round, outside its budget)."""
+    from tsevo.roles.llm.config import RoleConfigs
+
+    probe_cfg = RoleConfigs(
+        _default_config().replace(
+            cache_path=None,
+            cache_mode="off",
+            max_retries=0,
+            timeout_s=_env_num("TSEVO_LIVE_PROBE_TIMEOUT_S", 420),
+            budget={"max_wall_s": None, "max_calls": None},
+        ),
+        {"synthesizer": {"max_tokens": 1024}},
+    )
+    probe = synthesis_probe(probe_cfg, _suite(), _points())
+    _update_report(_out(), {"synthesis_probe": probe})
+    print(json.dumps({"synthesis_probe": probe}, indent=2))
+    assert probe["outcome"] in ("invalid_reply", "gave_up", "rejected", "passed_checks"), probe
+    assert probe.get("error_type") not in NO_REPLY, f"the model never replied: {probe}"
