@@ -19,6 +19,7 @@ others).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -75,7 +76,7 @@ def _stretch(suite: Any, points: int) -> Any:
         for k, y in q.series.items():
             x = np.linspace(0, len(y) - 1, points)
             series[k] = np.interp(x, np.arange(len(y)), y)
-        qs.append(type(q)(**{**q.__dict__, "series": series}))
+        qs.append(dataclasses.replace(q, series=series))
     return Suite(suite.name + f"-x{points}", qs, suite.splits)
 
 
