@@ -456,6 +456,30 @@ def test_synthesizer_feeds_gate_reasons_back_and_returns_a_tool(env_factory: Any
     assert body.get("reasoning_effort") == "high"  # synthesis runs at the higher effort
 
 
+def test_synthesizer_prompt_fits_with_the_json_contract(env_factory: Any) -> None:
+    """Examples are dropped until the prompt fits together with the JSON contract the client
+    appends (a prompt that fitted only without it was refused by the client as too long)."""
+    from tsevo.roles.llm.jsonreply import with_json_contract
+    from tsevo.roles.llm.render import estimate_message_tokens
+    from tsevo.roles.llm.roles.synthesizer import SynthReply
+
+    ex = [
+        Example(_view(q), q.gold, SimpleNamespace(final_answer=1, correct=False, tools_ok=()))
+        for q in (_q(f"q{i}", text=f"Example {i}: is the trend rising?") for i in range(6))
+    ]
+    free = env_factory([])
+    text = LLMSynthesizer(free.ctx).prompt(_group(), 1, [], ex)
+    msgs = [{"role": "user", "content": text}]
+    bare = estimate_message_tokens(msgs)
+    full = estimate_message_tokens(with_json_contract(msgs, SynthReply.model_json_schema()))
+    assert bare < full - 1 and all(f"Example {i}:" in text for i in range(6))
+    env = env_factory([_synth(GOOD)], max_prompt_tokens=full - 1)  # fits only without it
+    t = LLMSynthesizer(env.ctx).synthesize(_group(), 1, [], ex)
+    assert isinstance(t, Tool)
+    sent = env.prompts()[0]
+    assert 0 < sum(f"Example {i}:" in sent for i in range(6)) < 6
+
+
 def test_synthesizer_replan_hint_repair_and_give_up(env_factory: Any) -> None:
     env = env_factory([_synth("", give_up=True), _synth(GOOD)])
     syn = LLMSynthesizer(env.ctx)

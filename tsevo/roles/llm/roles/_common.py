@@ -35,6 +35,7 @@ from ..accounting import BudgetExhausted
 from ..cache import ReplayMiss
 from ..client import LLMCallError, LLMClient
 from ..jsoncall import JsonCallMeta, json_call
+from ..jsonreply import with_json_contract
 from ..prompts import load_prompt
 from ..render import PromptTooLong, check_budget, format_number, option_letter, render_series
 
@@ -158,10 +159,17 @@ class RoleContext:
         """The per-prompt token budget of a role (None: unchecked)."""
         return self.client.roles.for_role(role).max_prompt_tokens
 
-    def fits(self, role: str, text: str) -> bool:
-        """True when a one-message prompt fits the role's per-prompt token budget."""
+    def fits(self, role: str, text: str, reply: type[pydantic.BaseModel] | None = None) -> bool:
+        """True when a one-message prompt fits the role's per-prompt token budget.
+
+        With ``reply`` (the call's reply model) the JSON contract that the client appends to the
+        prompt counts too, as it does in the client's own check.
+        """
+        msgs: list[dict[str, Any]] = [{"role": "user", "content": text}]
+        if reply is not None:
+            msgs = with_json_contract(msgs, reply.model_json_schema())
         try:
-            check_budget([{"role": "user", "content": text}], self.prompt_limit(role))
+            check_budget(msgs, self.prompt_limit(role))
         except PromptTooLong:
             return False
         return True
@@ -179,8 +187,12 @@ class RoleContext:
         *,
         validate: Callable[[M], str | None] | None = None,
         retries: int | None = None,
+        **params: Any,
     ) -> tuple[M, JsonCallMeta]:
         """One JSON call with the run-level stop conditions applied.
+
+        ``params`` are per-call overrides of the role's request settings (``temperature``,
+        ``seed``: the sampled answers of the self-consistency baseline).
 
         Raises:
             LLMRunStopped: Budget exhausted, replay miss, or the endpoint is down.
@@ -198,6 +210,7 @@ class RoleContext:
                 model_cls,
                 retries=self.retries if retries is None else retries,
                 validate=validate,
+                **params,
             )
         except BudgetExhausted as e:
             self.role_stats(role).stopped = "budget"
@@ -232,6 +245,7 @@ def trim_to_budget(
     n: int,
     *,
     minimum: int = 1,
+    reply: type[pydantic.BaseModel] | None = None,
 ) -> tuple[str, int]:
     """Build a prompt from the first ``n`` items, dropping items until it fits the token budget.
 
@@ -241,6 +255,7 @@ def trim_to_budget(
         build: ``k -> prompt`` using the first ``k`` items.
         n: Items available.
         minimum: Fewest items to try before giving up.
+        reply: The call's reply model (its JSON contract counts; see :meth:`RoleContext.fits`).
 
     Returns:
         The prompt and the number of items it holds (the smallest tried when nothing fits:
@@ -249,7 +264,7 @@ def trim_to_budget(
     k = n
     while True:
         text = build(k)
-        if ctx.fits(role, text) or k <= minimum:
+        if ctx.fits(role, text, reply) or k <= minimum:
             return text, k
         k = max(minimum, k * 3 // 4 if k > 4 else k - 1)
 

@@ -258,11 +258,16 @@ class LLMLocalPlanner:
             )
 
         text, _ = trim_to_budget(
-            self.ctx, self.role, lambda k: build(k, len(support)), len(background), minimum=0
+            self.ctx,
+            self.role,
+            lambda k: build(k, len(support)),
+            len(background),
+            minimum=0,
+            reply=CardReply,
         )
-        if not self.ctx.fits(self.role, text):
+        if not self.ctx.fits(self.role, text, CardReply):
             text, _ = trim_to_budget(
-                self.ctx, self.role, lambda k: build(0, k), len(support), minimum=1
+                self.ctx, self.role, lambda k: build(0, k), len(support), minimum=1, reply=CardReply
             )
         return text
 

@@ -256,8 +256,10 @@ class LLMSynthesizer:
             def build_k(k: int, p: str = prims) -> str:
                 return str(build(k, p))
 
-            text, _k = trim_to_budget(self.ctx, self.role, build_k, n_examples, minimum=0)
-            if self.ctx.fits(self.role, text):
+            text, _k = trim_to_budget(
+                self.ctx, self.role, build_k, n_examples, minimum=0, reply=SynthReply
+            )
+            if self.ctx.fits(self.role, text, SynthReply):
                 return str(text)
         return str(text)
 
