@@ -390,6 +390,7 @@ class Agent:
             True,
             "",
             (time.perf_counter() - t0) * 1000.0,
+            base.detail,
         )
 
     def _read(self, q: QuestionView, incoming: int, evidence: Sequence[Evidence]) -> Review:

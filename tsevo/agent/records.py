@@ -88,6 +88,9 @@ class AnswerRecord:
         completed: True when a final answer was produced.
         error: Why it did not complete.
         elapsed_ms: Wall time spent on this question (excluding cached evidence).
+        base_detail: What a baseline answerer did (samples and votes, the reflection pass, the
+            in-context examples' ids); ``None`` for the protocol's answerer, and then absent from
+            :meth:`to_dict` and :meth:`to_row` (their output is unchanged).
     """
 
     qid: str
@@ -101,6 +104,7 @@ class AnswerRecord:
     completed: bool = True
     error: str = ""
     elapsed_ms: float = 0.0
+    base_detail: Mapping[str, Any] | None = None
 
     @property
     def tools_run(self) -> tuple[str, ...]:
@@ -138,6 +142,8 @@ class AnswerRecord:
         for s in d["steps"]:
             for r in s["runs"]:
                 r["outputs"] = dict(r["outputs"]) if r["outputs"] is not None else None
+        if d["base_detail"] is None:
+            del d["base_detail"]
         return d
 
     @classmethod
@@ -191,6 +197,8 @@ class AnswerRecord:
         }
         if timings:
             row["elapsed_ms"] = self.elapsed_ms
+        if self.base_detail is not None:
+            row["base_detail_json"] = json.dumps(self.base_detail, sort_keys=True)
         return row
 
     @classmethod
@@ -212,6 +220,9 @@ class AnswerRecord:
             "error": row.get("error") or "",
             "elapsed_ms": float(row.get("elapsed_ms") or 0.0),
         }
+        detail = row.get("base_detail_json")
+        if isinstance(detail, str) and detail:
+            d["base_detail"] = json.loads(detail)
         return cls.from_dict(d)
 
 

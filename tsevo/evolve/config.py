@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from .ablation import AblationConfig, ablation_name, paper_ablation
+from .baseline import AnswerConfig, answer_params
 from .knobs import check_knobs, coerce, exact, knob
 
-__all__ = ["AblationConfig", "ProtocolConfig", "exact"]
+__all__ = ["AblationConfig", "AnswerConfig", "ProtocolConfig", "exact"]
 
 _knob = knob
 
@@ -268,10 +269,19 @@ class ProtocolConfig:
         "ablations ('w/o cali.', 'w/o gate', 'w/o scope', 'w/ chronos', 'w/ expert', "
         "'w/o residual chain'). Saved with the run; a run resumes only under the same switches.",
     )
+    answer: AnswerConfig = _knob(  # noqa: RUF009 - a frozen (immutable) default
+        AnswerConfig(),
+        "How the base answerer answers (tsevo.evolve.baseline): selection (single | majority "
+        "over samples), refine (one reflection pass), shots (train examples with gold): the "
+        "paper's answering baselines, LLM backend only. Saved only when not the default; a run "
+        "resumes only under the same settings.",
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.ablation, Mapping):
             object.__setattr__(self, "ablation", AblationConfig.from_dict(self.ablation))
+        if isinstance(self.answer, Mapping):
+            object.__setattr__(self, "answer", AnswerConfig.from_dict(self.answer))
         check_knobs(self, "ProtocolConfig")
         if self.auto_prune:
             raise ValueError(
@@ -284,6 +294,9 @@ class ProtocolConfig:
         """Return every knob as a JSON-friendly dict (field order; ``ablation`` as a nested dict)."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["ablation"] = self.ablation.to_dict()
+        d["answer"] = self.answer.to_dict()
+        if self.answer.is_default:  # the protocol's answerer: config.json as before baselines
+            del d["answer"]
         return d
 
     @classmethod
@@ -346,9 +359,10 @@ class ProtocolConfig:
             k.split(".", 1)[1]: lowered.pop(k) for k in list(lowered) if k.startswith("ablation.")
         }
         named = lowered.pop("ablation", None)
+        start = base.to_dict() if base is not None else {}
+        lowered, answer = answer_params(lowered, start)
         _check_known(lowered.keys(), "from_params")
         coerced = {k: coerce("ProtocolConfig", k, v, kinds[k]) for k, v in lowered.items()}
-        start = base.to_dict() if base is not None else {}
         ablation = dict(start.get("ablation", {}))
         if isinstance(named, str):
             changes = paper_ablation(named)
@@ -363,6 +377,8 @@ class ProtocolConfig:
         ablation.update(AblationConfig.from_params(switches).to_dict() if switches else {})
         start.update(coerced)
         start["ablation"] = AblationConfig.from_params(ablation)
+        if answer is not None:
+            start["answer"] = answer
         return cls(**start)
 
     def ablated(self, name: str) -> ProtocolConfig:
@@ -435,6 +451,7 @@ class ProtocolConfig:
     def describe(self) -> list[dict[str, Any]]:
         """Return Table 3 as rows ``{"name", "value", "default", "doc", "decided_gap"}``."""
         values, defaults = self.to_dict(), ProtocolConfig().to_dict()
+        values["answer"], defaults["answer"] = self.answer.to_dict(), AnswerConfig().to_dict()
         return [
             {
                 "name": f.name,

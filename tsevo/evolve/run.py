@@ -16,6 +16,7 @@ from tsevo.roles import Callback, RoleSet, RunStopped
 from tsevo.store import RunStore, run_lock
 
 from .ablation import ablation_manifest
+from .baseline import baseline_answerer, baseline_manifest
 from .config import ProtocolConfig
 from .evaluate import Evaluator, outcomes, paired_frame, task_table
 from .gate import paired_counts
@@ -105,6 +106,10 @@ def _open_store(
     resumed = RunStore(out).layout.is_run()
     manifest: dict[str, Any] = {"roles": roles.names(), "backend": roles.backend}
     manifest["ablation"] = ablation_manifest(cfg.root, cfg.ablation)
+    if not cfg.answer.is_default:
+        manifest["baseline"] = baseline_manifest(
+            cfg.answer, getattr(roles.answerer, "examples", ())
+        )
     for cb in callbacks:
         manifest.update(cb.manifest())
     store = RunStore.create(
@@ -181,6 +186,10 @@ def evolve(
     roles = roles if roles is not None else RoleSet.builtin()
     if not suite.splits:
         raise ValueError("evolve needs a split suite (Suite.split)")
+    if not cfg.answer.is_default:  # an answering baseline: the run's answerer (refused on builtin)
+        view = ViewIds(suite, str(cfg.seed)).view
+        answerer = baseline_answerer(roles, cfg.answer, train=suite.train, seed=cfg.seed, view=view)
+        roles = roles.replace(answerer=answerer)
     with run_lock(out):  # one writer per run folder; a second one fails at once
         return _evolve(suite, roles, cfg, out, callbacks, sandbox, suite_ref, log, progress)
 

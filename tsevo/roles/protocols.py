@@ -52,11 +52,14 @@ class BaseAnswer:
         option: Chosen option index.
         reason: Short explanation (shown in traces and widgets).
         scores: Optional per-option scores.
+        detail: What a baseline answerer did to reach it (samples and votes, the reflection
+            pass, the in-context examples); ``None`` for a plain answer. Recorded in the trace.
     """
 
     option: int
     reason: str = ""
     scores: tuple[float, ...] = ()
+    detail: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

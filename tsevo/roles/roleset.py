@@ -31,7 +31,8 @@ from .builtin import (
 from .callbacks import Callback
 from .llm.backend import LLMBackend, open_backend
 from .llm.config import RoleConfigs
-from .protocols import Answerer, GlobalPlanner, LocalPlanner, Reviewer, Synthesizer, Triage
+from .llm.roles import BaselineAnswerer, LLMAnswerer
+from .protocols import Answerer, Example, GlobalPlanner, LocalPlanner, Reviewer, Synthesizer, Triage
 
 __all__ = ["ROLE_NAMES", "RoleSet"]
 
@@ -136,6 +137,42 @@ class RoleSet:
         if unknown:
             raise TypeError(f"unknown role(s) {unknown}; roles are {list(ROLE_NAMES)}")
         return dataclasses.replace(self, **changes)
+
+    def baseline_answerer(
+        self,
+        *,
+        selection: str = "single",
+        samples: int = 1,
+        temperature: float = 0.7,
+        refine: bool = False,
+        examples: tuple[Example, ...] = (),
+    ) -> Answerer:
+        """The base answerer running one of the paper's answering baselines (LLM backend only).
+
+        With the defaults (a single answer, no reflection, no examples) the answerer itself.
+
+        Raises:
+            ValueError: When the answerer is not an LLM answerer: the builtin answerer is
+                deterministic (N samples give N identical answers), reflects on nothing and
+                reads no examples, so these baselines have no builtin analogue.
+        """
+        if selection == "single" and not refine and not examples:
+            return self.answerer
+        if not isinstance(self.answerer, LLMAnswerer):
+            raise ValueError(
+                f"the answering baselines (self-consistency, Self-Refine, few-shot ICL) run on "
+                f"an LLM answerer; {self.names()['answerer']!r} is deterministic and reads no "
+                "examples, so they have no builtin analogue (use --backend llm, or serve-scripted "
+                "for a scripted server)"
+            )
+        return BaselineAnswerer(
+            self.answerer,
+            selection=selection,
+            samples=samples,
+            temperature=temperature,
+            refine=refine,
+            examples=examples,
+        )
 
     def names(self) -> dict[str, str]:
         """Role name per role (for the manifest)."""

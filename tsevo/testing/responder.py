@@ -56,6 +56,8 @@ __all__ = ["KINDS", "BuiltinResponder"]
 #: Request kind -> prompt asset whose first line identifies it.
 KINDS: dict[str, str] = {
     "answer": "answerer",
+    "icl": "answerer_icl",
+    "refine": "answerer_refine",
     "choose": "tool_choice",
     "review": "reviewer",
     "read": "reader",
@@ -190,6 +192,20 @@ class BuiltinResponder:
         q = self._question(prompt)
         a = self.roles.answerer.answer(q)
         return {"option": option_letter(a.option), "reason": a.reason}
+
+    def _icl(self, prompt: str) -> dict[str, Any]:
+        # the examples come first; the builtin answerer reads the question to answer only
+        return self._answer(prompt[prompt.index("The question to answer") :])
+
+    def _refine(self, prompt: str) -> dict[str, Any]:
+        m = re.search(r"^First answer: ([A-J])$", prompt, re.MULTILINE)
+        assert m is not None
+        mine = self._answer(prompt)
+        agrees = "agrees with" if mine["option"] == m.group(1) else "differs from"
+        return {
+            "critique": f"the builtin reading {agrees} the first answer {m.group(1)}",
+            **mine,
+        }
 
     def _review(self, prompt: str) -> dict[str, Any]:
         q = self._question(prompt)

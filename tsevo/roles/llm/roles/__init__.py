@@ -15,6 +15,7 @@ JSON schema is rendered into the prompt.
 
 from ._common import LLMRunStopped, RoleContext, RoleStats
 from .answering import AnswerReply, LLMAnswerer, LLMReviewer, ReviewReply
+from .baselines import BaselineAnswerer, RefineReply
 from .planner import CardReply, GlobalReply, LLMGlobalPlanner, LLMLocalPlanner, ScopeReply
 from .synthesizer import LLMSynthesizer, RuleReply, SynthReply
 from .triage import AssignReply, DefineReply, LLMTriage
@@ -22,6 +23,7 @@ from .triage import AssignReply, DefineReply, LLMTriage
 __all__ = [
     "AnswerReply",
     "AssignReply",
+    "BaselineAnswerer",
     "CardReply",
     "DefineReply",
     "GlobalReply",
@@ -32,6 +34,7 @@ __all__ = [
     "LLMRunStopped",
     "LLMSynthesizer",
     "LLMTriage",
+    "RefineReply",
     "ReviewReply",
     "RoleContext",
     "RoleStats",

@@ -166,9 +166,22 @@ class LLMAnswerer:
             LLMRunStopped: The run must stop (budget, replay miss, endpoint down).
             LLMCallError: The request failed for good (the question does not complete).
         """
+        return self.answer_prompt(q, self.prompt(q))
+
+    def answer_prompt(
+        self, q: QuestionView, prompt: str, stage: str = "base", **params: Any
+    ) -> BaseAnswer:
+        """Answer ``q`` from a given prompt (the baselines' prompts and sampled requests).
+
+        Args:
+            q: The question (its option count constrains the reply).
+            prompt: The prompt to send.
+            stage: Accounting stage (``base``, ``sample``, ``icl``).
+            **params: Per-request overrides (``temperature``, ``seed``).
+        """
         model = answer_model(q.n_options)
         try:
-            reply, _meta = self.ctx.call(self.role, "base", self.prompt(q), model)
+            reply, _meta = self.ctx.call(self.role, stage, prompt, model, **params)
         except (InvalidReply, PromptTooLong) as e:
             if self.on_invalid == "raise":
                 raise

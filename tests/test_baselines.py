@@ -1,0 +1,224 @@
+"""The paper's answering baselines (issue 14, part C) through the scripted OpenAI-compatible server.
+
+Self-consistency (``answer.selection = "majority"`` over N sampled answers), Self-Refine (one
+critique-and-revise pass) and four-shot in-context learning from train each run the whole paired
+protocol on a small suite over real HTTP (:class:`~tsevo.testing.FakeOpenAIServer` with the
+:class:`~tsevo.testing.BuiltinResponder`). The tests read what was sent (N samples with distinct
+seeds, the reflection call after every answer, four train questions with their gold in every ICL
+prompt and never a val or test question) and what was recorded (the trace's ``base_detail``, the
+manifest, ``config.json``), that the default leaves the run as it was, that a resume under another
+baseline is refused and that the builtin backend refuses them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tsevo.data.synthetic import make_suite
+from tsevo.evolve import ProtocolConfig, evolve
+from tsevo.evolve.baseline import PAPER_BASELINES, AnswerConfig, icl_examples, paper_baseline
+from tsevo.evolve.views import ViewIds
+from tsevo.roles import RoleSet
+from tsevo.roles.llm.config import LLMConfig, RoleConfigs
+from tsevo.roles.protocols import BaseAnswer
+from tsevo.roles.selection import MajorityVote, resolve_selection
+from tsevo.testing import BuiltinResponder, FakeOpenAIServer
+
+GOLD = "Gold answer (train example): "
+
+
+@pytest.fixture(scope="module")
+def suite() -> Any:
+    return make_suite(8, seed=5, families=["trend", "seasonality"])
+
+
+def _run(suite: Any, out: Path, answer: str | None) -> dict[str, Any]:
+    resp = BuiltinResponder(list(suite))
+    params = {} if answer is None else {"answer": answer}
+    with FakeOpenAIServer(resp) as srv:
+        configs = RoleConfigs(
+            LLMConfig(base_url=srv.base_url, model="scripted", concurrency=1, timeout_s=20.0)
+        )
+        with RoleSet.llm(configs, run_dir=out) as roles:
+            evolve(suite, roles=roles, config=ProtocolConfig.from_params(params), out=out, log=str)
+        bodies = srv.chat_requests()
+    records = [
+        json.loads(line)
+        for p in sorted((out / "evals").glob("*.jsonl"))
+        for line in p.read_text().splitlines()
+        if line.strip()
+    ]
+    return {
+        "resp": resp,
+        "bodies": bodies,
+        "records": records,
+        "manifest": json.loads((out / "manifest.json").read_text()),
+        "config": json.loads((out / "config.json").read_text()),
+        "out": out,
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(suite: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    root = tmp_path_factory.mktemp("baselines")
+    names = {"base": None, "sc": "self-consistency", "refine": "self-refine", "icl": "4-shot ICL"}
+    return {k: _run(suite, root / k, v) for k, v in names.items()}
+
+
+def _prompt(body: dict[str, Any]) -> str:
+    return str(next(m["content"] for m in body["messages"] if m["role"] == "user"))
+
+
+def _kind(resp: BuiltinResponder, body: dict[str, Any]) -> str:
+    return resp.kind_of(_prompt(body))
+
+
+def test_default_is_the_protocols_answerer(runs: dict[str, dict[str, Any]]) -> None:
+    base = runs["base"]
+    assert "answer" not in base["config"]["protocol"]  # config.json as before the baselines
+    assert "baseline" not in base["manifest"]
+    assert base["manifest"]["roles"]["answerer"] == "llm-answerer:scripted"
+    assert all("base_detail" not in r for r in base["records"])
+    answers = [b for b in base["bodies"] if _kind(base["resp"], b) == "answer"]
+    assert answers and all("seed" not in b and b.get("temperature", 0) == 0 for b in answers)
+    assert {_kind(base["resp"], b) for b in base["bodies"]}.isdisjoint({"icl", "refine"})
+    assert ProtocolConfig().to_dict() == ProtocolConfig(answer=AnswerConfig()).to_dict()
+    assert (
+        ProtocolConfig().fingerprint()
+        == ProtocolConfig.from_params({"answer": "base"}).fingerprint()
+    )
+
+
+def test_self_consistency_samples_n_answers_and_records_the_vote(
+    runs: dict[str, dict[str, Any]],
+) -> None:
+    sc = runs["sc"]
+    bodies = [b for b in sc["bodies"] if _kind(sc["resp"], b) == "answer"]
+    by_prompt: dict[str, list[dict[str, Any]]] = {}
+    for b in bodies:
+        by_prompt.setdefault(_prompt(b), []).append(b)
+    base = runs["base"]
+    base_answers = [b for b in base["bodies"] if _kind(base["resp"], b) == "answer"]
+    assert len(by_prompt) == len(base_answers) > 0  # the same questions, each asked five times
+    assert len(bodies) == 5 * len(by_prompt)
+    for group in by_prompt.values():  # five requests per question, each with its own seed
+        assert sorted(b["seed"] for b in group) == [0, 1, 2, 3, 4]
+        assert all(b["temperature"] == pytest.approx(0.7) for b in group)
+    assert sc["manifest"]["baseline"]["name"] == "self-consistency"
+    assert sc["config"]["protocol"]["answer"]["selection"] == "majority"
+    assert sc["records"] and all(r["base_detail"] for r in sc["records"])
+    for r in sc["records"]:
+        d = r["base_detail"]
+        assert [s["seed"] for s in d["samples"]] == [0, 1, 2, 3, 4]
+        assert d["selection"]["rule"].startswith("majority")
+        assert d["selection"]["option"] == "ABCDEFGHIJ"[r["base_answer"]]
+        assert sum(d["selection"]["votes"].values()) == 5
+
+
+def test_majority_vote_breaks_ties_deterministically_and_records_them() -> None:
+    vote = resolve_selection("majority")
+    assert isinstance(vote, MajorityVote)
+    pick = vote.select([BaseAnswer(2), BaseAnswer(1), BaseAnswer(1), BaseAnswer(2), BaseAnswer(0)])
+    assert (pick.option, pick.index, pick.tied) == (2, 0, (1, 2))
+    assert pick.rule == "majority, tie -> first sampled"
+    pick = vote.select([BaseAnswer(0), BaseAnswer(1), BaseAnswer(1)])
+    assert (pick.option, pick.index, pick.tied, pick.votes) == (1, 1, (), {"0": 1, "1": 2})
+    with pytest.raises(ValueError, match="unknown answer selection"):
+        resolve_selection("judge")
+
+
+def test_self_refine_makes_one_reflection_call_per_answer_and_records_both(
+    runs: dict[str, dict[str, Any]],
+) -> None:
+    rf = runs["refine"]
+    kinds = [_kind(rf["resp"], b) for b in rf["bodies"]]
+    assert kinds.count("refine") == kinds.count("answer") > 0
+    for i, k in enumerate(kinds):  # each reflection follows its own answer
+        if k == "refine":
+            assert kinds[i - 1] == "answer"
+            first = re.search(r"^First answer: ([A-J])$", _prompt(rf["bodies"][i]), re.M)
+            assert first is not None
+    for r in rf["records"]:
+        d = r["base_detail"]["refine"]
+        assert set(d) >= {"first", "first_reason", "critique", "final", "changed"}
+        assert d["critique"].startswith("the builtin reading")
+        assert d["final"] == "ABCDEFGHIJ"[r["base_answer"]]
+    assert rf["manifest"]["baseline"]["name"] == "self-refine"
+
+
+def test_icl_shows_four_train_questions_with_gold_and_never_val_or_test(
+    runs: dict[str, dict[str, Any]], suite: Any
+) -> None:
+    icl = runs["icl"]
+    resp = icl["resp"]
+    bodies = [b for b in icl["bodies"] if _kind(resp, b) == "icl"]
+    assert bodies and not [b for b in icl["bodies"] if _kind(resp, b) == "answer"]
+    train = {q.id for q in suite.train}
+    shown: set[str] = set()
+    for b in bodies:
+        prompt = _prompt(b)
+        examples = prompt[: prompt.index("The question to answer")]
+        blocks = re.findall(r"(Question: .*?)\n" + re.escape(GOLD) + r"([A-J])", examples, re.S)
+        assert len(blocks) == 4 and prompt.count(GOLD) == 4
+        for block, letter in blocks:
+            q = resp.by_id[resp._question(block).id]
+            assert q.id in train  # chosen from train only: no val or test question, ever
+            assert "ABCDEFGHIJ"[q.gold] == letter  # the gold, labelled as a train example
+            shown.add(q.id)
+    assert len(shown) == 4  # one fixed draw for the whole run
+    ids = ViewIds(suite, "0")
+    chosen = icl_examples(suite.train, 4, 0, ids.view)
+    assert icl["manifest"]["baseline"]["icl_examples"] == [e.question.id for e in chosen]
+    assert {resp.by_id[e.question.id].id for e in chosen} == shown
+    assert [e.question.id for e in icl_examples(reversed(list(suite.train)), 4, 0, ids.view)] == [
+        e.question.id for e in chosen
+    ]  # the draw does not depend on the split's order
+    assert all(r["base_detail"]["shots"] for r in icl["records"])
+
+
+def test_resume_under_another_baseline_is_refused(
+    runs: dict[str, dict[str, Any]], suite: Any
+) -> None:
+    out = runs["refine"]["out"]
+    with FakeOpenAIServer(BuiltinResponder(list(suite))) as srv:
+        configs = RoleConfigs(LLMConfig(base_url=srv.base_url, model="scripted", timeout_s=20.0))
+        with RoleSet.llm(configs, run_dir=out) as roles:
+            with pytest.raises(ValueError, match="different config"):
+                evolve(
+                    suite,
+                    roles=roles,
+                    config=ProtocolConfig.from_params({"answer": "self-consistency"}),
+                    out=out,
+                    log=str,
+                )
+            same = ProtocolConfig.from_params({"answer": "self-refine"})
+            evolve(suite, roles=roles, config=same, out=out, log=str)  # the same one resumes
+        assert srv.n_chat == 0  # nothing asked: refused first, then every reply stored
+
+
+def test_builtin_backend_refuses_the_llm_baselines(suite: Any, tmp_path: Path) -> None:
+    for name in ("self-consistency", "self-refine", "4-shot ICL"):
+        cfg = ProtocolConfig.from_params({"answer": name})
+        with pytest.raises(ValueError, match="no builtin analogue"):
+            evolve(suite, config=cfg, out=tmp_path / "b", log=str)
+    assert not (tmp_path / "b").exists()
+
+
+def test_config_names_and_params() -> None:
+    assert set(PAPER_BASELINES) == {"base", "self-consistency", "self-refine", "4-shot ICL"}
+    assert paper_baseline("4 shot icl") == AnswerConfig(shots=4)
+    cfg = ProtocolConfig.from_params({"answer.selection": "majority", "answer.samples": "3"})
+    assert cfg.answer == AnswerConfig(selection="majority", samples=3)
+    assert ProtocolConfig.from_dict(cfg.to_dict()) == cfg
+    assert ProtocolConfig.from_params({"rounds": 2}, base=cfg).answer == cfg.answer
+    with pytest.raises(ValueError, match="selection"):
+        AnswerConfig(selection="judge")
+    with pytest.raises(TypeError, match="unknown"):
+        ProtocolConfig.from_params({"answer.votes": 3})
+    with pytest.raises(ValueError, match="unknown baseline"):
+        paper_baseline("chain of thought")

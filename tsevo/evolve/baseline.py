@@ -1,0 +1,218 @@
+"""The paper's answering baselines (§4): one frozen config nested in the protocol, ``answer``.
+
+``ProtocolConfig(answer=AnswerConfig(...))`` changes how the base answerer answers; everything
+else (the agent, the residual chain, the paired protocol on the same splits, the report-only test)
+stays as it is, so a baseline run is compared with the base run question by question. The default
+(one answer, no reflection, no examples) is the protocol's answerer and leaves the run's
+``config.json`` and records byte for byte as without this config.
+
+=====================  ========================================================================
+name                   config
+=====================  ========================================================================
+``base``               the defaults
+``self-consistency``   ``answer.selection = "majority"``, ``answer.samples = 5``
+``self-refine``        ``answer.refine = True``: one critique-and-revise pass
+``4-shot ICL``         ``answer.shots = 4``: four train questions with their gold in the prompt
+=====================  ========================================================================
+
+The fixed Chronos tool and the expert library, the paper's other baselines, are roots
+(``root = "chronos" | "expert"``, :mod:`tsevo.evolve.ablation`). These three run on an LLM
+answerer only: the builtin answerer is deterministic (N samples agree), has nothing to reflect
+with and reads no examples, so a builtin run with a non-default ``answer`` is refused.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from tsevo.data import Question, QuestionView
+from tsevo.roles import RoleSet
+from tsevo.roles.protocols import Answerer, Example
+
+from .knobs import check_knobs, coerce, knob
+
+__all__ = [
+    "PAPER_BASELINES",
+    "AnswerConfig",
+    "baseline_answerer",
+    "baseline_manifest",
+    "baseline_name",
+    "icl_examples",
+    "paper_baseline",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnswerConfig:
+    """How the base answerer answers (the defaults: the protocol's single answer)."""
+
+    selection: str = knob(
+        "single",
+        "How one answer is chosen: 'single' (the protocol: one request) or 'majority' "
+        "(self-consistency: 'samples' sampled answers, each request with its own seed; the "
+        "majority option wins, ties go to the option sampled first and are recorded).",
+        choices=("single", "majority"),
+    )
+    samples: int = knob(5, "Answers sampled per question under 'majority'.", lo=1, hi=32)
+    temperature: float = knob(
+        0.7, "Sampling temperature of the sampled answers ('majority').", lo=0.0, hi=2.0
+    )
+    refine: bool = knob(
+        False,
+        "Self-Refine: one reflection pass after the answer (the model critiques its answer and "
+        "gives a final one in the same reply); both answers and the critique are recorded.",
+    )
+    shots: int = knob(
+        0,
+        "In-context examples: this many train questions with their gold, labelled as train "
+        "examples, in the answerer's prompt (the one declared exception to the roles' view); "
+        "chosen once per run from train only, seeded by the protocol seed.",
+        lo=0,
+        hi=16,
+    )
+
+    def __post_init__(self) -> None:
+        check_knobs(self, "ProtocolConfig.answer")
+
+    @property
+    def is_default(self) -> bool:
+        """Whether this is the protocol's answerer (one answer, no reflection, no examples)."""
+        return self.selection == "single" and not self.refine and self.shots == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting as a JSON-friendly dict (field order)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AnswerConfig:
+        """Build from a dict such as :meth:`to_dict` returns (missing settings take defaults).
+
+        Raises:
+            TypeError: On unknown names or values of the wrong type.
+        """
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise TypeError(f"ProtocolConfig.answer: unknown setting(s) {unknown}")
+        return cls(**dict(data))
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> AnswerConfig:
+        """Like :meth:`from_dict`, with strings read as the settings' types."""
+        kinds = {f.name: type(f.default) for f in fields(cls)}
+        unknown = sorted(set(params) - set(kinds))
+        if unknown:
+            raise TypeError(f"ProtocolConfig.answer: unknown setting(s) {unknown}")
+        return cls(
+            **{k: coerce("ProtocolConfig.answer", k, v, kinds[k]) for k, v in params.items()}
+        )
+
+
+#: The paper's answering baselines by name: the ``answer`` settings each one uses.
+PAPER_BASELINES: dict[str, dict[str, Any]] = {
+    "base": {},
+    "self-consistency": {"selection": "majority", "samples": 5},
+    "self-refine": {"refine": True},
+    "4-shot ICL": {"shots": 4},
+}
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", name.lower())
+
+
+def paper_baseline(name: str) -> AnswerConfig:
+    """The ``answer`` config of one of the paper's baselines (case and punctuation ignored).
+
+    Raises:
+        ValueError: For a name that is not one of :data:`PAPER_BASELINES`.
+    """
+    for known, settings in PAPER_BASELINES.items():
+        if _norm(known) == _norm(name):
+            return AnswerConfig.from_dict(settings)
+    raise ValueError(f"unknown baseline {name!r}; one of {list(PAPER_BASELINES)}")
+
+
+def baseline_name(cfg: AnswerConfig) -> str:
+    """The paper's name of an ``answer`` config, or ``"custom"``."""
+    for name, settings in PAPER_BASELINES.items():
+        if cfg == AnswerConfig.from_dict(settings):
+            return name
+    return "custom"
+
+
+def answer_params(
+    lowered: dict[str, Any], start: Mapping[str, Any]
+) -> tuple[dict[str, Any], AnswerConfig | None]:
+    """Take the ``answer.<setting>`` and ``answer`` keys out of loose protocol parameters.
+
+    ``answer`` may be a paper baseline's name, a dict of settings or an :class:`AnswerConfig`;
+    ``answer.<setting>`` keys apply on top. Returns the remaining parameters and the resulting
+    config (``None`` when no key named it and ``start`` has none).
+    """
+    settings = {
+        k.split(".", 1)[1]: lowered.pop(k) for k in list(lowered) if k.startswith("answer.")
+    }
+    named = lowered.pop("answer", None)
+    base = dict(start.get("answer", {}))
+    if isinstance(named, str):
+        base = paper_baseline(named).to_dict()
+    elif isinstance(named, AnswerConfig):
+        base = named.to_dict()
+    elif named is not None:
+        base.update(dict(named))
+    if not base and not settings:
+        return lowered, None
+    base.update(AnswerConfig.from_params(settings).to_dict() if settings else {})
+    return lowered, AnswerConfig.from_params(base)
+
+
+def icl_examples(
+    train: Iterable[Question], k: int, seed: int, view: Callable[[Question], QuestionView]
+) -> tuple[Example, ...]:
+    """``k`` labelled train questions for the few-shot answerer, chosen by the protocol seed.
+
+    The draw depends only on the train split's ids and the seed (not on its order); questions
+    without gold are never chosen.
+    """
+    labelled = sorted((q for q in train if q.gold is not None), key=lambda q: q.id)
+    if k > len(labelled):
+        raise ValueError(f"answer.shots={k}, but train has {len(labelled)} labelled questions")
+    rng = random.Random(f"tsevo-icl:{seed}")
+    chosen = sorted(rng.sample(range(len(labelled)), k))
+    return tuple(Example(view(labelled[i]), labelled[i].gold, None) for i in chosen)
+
+
+def baseline_answerer(
+    roles: RoleSet,
+    cfg: AnswerConfig,
+    *,
+    train: Iterable[Question],
+    seed: int,
+    view: Callable[[Question], QuestionView],
+) -> Answerer:
+    """The run's base answerer under ``cfg`` (the role set's own answerer for the defaults).
+
+    Raises:
+        ValueError: A non-default config on an answerer that is not an LLM answerer.
+    """
+    if cfg.is_default:
+        return roles.answerer
+    return roles.baseline_answerer(
+        selection=cfg.selection,
+        samples=cfg.samples if cfg.selection != "single" else 1,
+        temperature=cfg.temperature,
+        refine=cfg.refine,
+        examples=icl_examples(train, cfg.shots, seed, view) if cfg.shots else (),
+    )
+
+
+def baseline_manifest(cfg: AnswerConfig, examples: Sequence[Example] = ()) -> dict[str, Any]:
+    """What a run's manifest records about its answering baseline: name, settings, example ids."""
+    out: dict[str, Any] = {"name": baseline_name(cfg), "answer": cfg.to_dict()}
+    if examples:
+        out["icl_examples"] = [e.question.id for e in examples]
+    return out
