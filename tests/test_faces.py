@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-VERBS = ("evolve", "load_suite", "Suite", "Question", "Library", "Agent", "RoleSet", "ProtocolConfig")
+VERBS = (
+    "evolve",
+    "load_suite",
+    "Suite",
+    "Question",
+    "Library",
+    "Agent",
+    "RoleSet",
+    "ProtocolConfig",
+)
 SUBPACKAGES = sorted(
     "tsevo." + p.parent.relative_to(REPO / "tsevo").as_posix().replace("/", ".")
     for p in (REPO / "tsevo").rglob("__init__.py")

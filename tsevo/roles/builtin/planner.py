@@ -50,9 +50,10 @@ from .specs import (
 
 __all__ = ["MeasurementPlanner", "RankedMeasurement", "fit_matcher"]
 
-#: Composite planning (one branch per question kind); ``None`` plans one measurement per bucket.
-#: Off until it is measured on the development presets.
-DEFAULT_KINDS: KindPlanSettings | None = None
+#: Composite planning (one branch per question kind) for buckets that mix many kinds; ``None`` plans
+#: one measurement per bucket everywhere. On: on the development seeds it lifts ``mixed`` and leaves
+#: the default preset where it was (``python -m tests.bench.seeds --kinds on|off``).
+DEFAULT_KINDS: KindPlanSettings | None = KindPlanSettings()
 _RULE_FOR_OPTIONS = {"candidate": "extremum", "numeric": "nearest_number", "label": "label"}
 _SKIP_KEYS = re.compile(r"^(n|n_bins|h|chronos|df|used_lag|used_lags|period_used)$")
 
