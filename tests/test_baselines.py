@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tsevo.data.synthetic import make_suite
-from tsevo.evolve import ProtocolConfig, evolve
+from tsevo.evolve import ProtocolConfig, eval_baseline, evolve
 from tsevo.evolve.baseline import PAPER_BASELINES, AnswerConfig, icl_examples, paper_baseline
 from tsevo.evolve.views import ViewIds
 from tsevo.roles import RoleSet
@@ -222,3 +222,26 @@ def test_config_names_and_params() -> None:
         ProtocolConfig.from_params({"answer.votes": 3})
     with pytest.raises(ValueError, match="unknown baseline"):
         paper_baseline("chain of thought")
+
+
+def test_eval_baseline_pairs_base_and_baseline_on_the_same_questions(suite: Any) -> None:
+    resp = BuiltinResponder(list(suite))
+    with FakeOpenAIServer(resp) as srv:
+        configs = RoleConfigs(
+            LLMConfig(base_url=srv.base_url, model="scripted", concurrency=1, timeout_s=20.0)
+        )
+        with RoleSet.llm(configs) as roles:
+            rep = eval_baseline(suite, roles, paper_baseline("self-refine"), split="val")
+            with pytest.raises(ValueError, match="val or test"):
+                eval_baseline(suite, roles, paper_baseline("4-shot ICL"), split="train")
+        kinds = [_kind(resp, b) for b in srv.chat_requests()]
+    n = len(suite.val)
+    # the base arm asks each question once; the baseline's answers come from the cache, then
+    # each one gets its reflection call
+    assert kinds.count("answer") == n and kinds.count("refine") == n
+    assert rep["n"] == n and rep["baseline"] == "self-refine"
+    assert rep["counts"]["n"] == n
+    assert rep["tasks"][-1]["task"] == "ALL"
+    assert rep["delta"] == 0.0 and rep["refine_changed"] == 0  # the builtin reading agrees
+    with pytest.raises(ValueError, match="no builtin analogue"):
+        eval_baseline(suite, RoleSet.builtin(), paper_baseline("self-refine"))

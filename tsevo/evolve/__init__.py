@@ -13,6 +13,8 @@ import sys
 import types
 from typing import Any
 
+from .baseline import PAPER_BASELINES, AnswerConfig, paper_baseline
+from .baseline_eval import eval_baseline
 from .config import ProtocolConfig
 from .evaluate import (
     Evaluator,
@@ -52,7 +54,9 @@ from .run import evolve, report_test
 from .steps import RoundContext, Step, StepResult, run_steps
 
 __all__ = [
+    "PAPER_BASELINES",
     "ROUND_STEPS",
+    "AnswerConfig",
     "ArmOutcome",
     "Attribution",
     "AttributionSummary",
@@ -76,6 +80,7 @@ __all__ = [
     "attribute",
     "clearly_harmful",
     "decide_gate",
+    "eval_baseline",
     "eval_library",
     "evolve",
     "flip_class",
@@ -84,6 +89,7 @@ __all__ = [
     "paired_counts",
     "paired_flips",
     "paired_frame",
+    "paper_baseline",
     "plan_prune",
     "records_frame",
     "report_test",
