@@ -245,3 +245,25 @@ def test_eval_baseline_pairs_base_and_baseline_on_the_same_questions(suite: Any)
     assert rep["delta"] == 0.0 and rep["refine_changed"] == 0  # the builtin reading agrees
     with pytest.raises(ValueError, match="no builtin analogue"):
         eval_baseline(suite, RoleSet.builtin(), paper_baseline("self-refine"))
+
+
+def test_the_command_line_runs_a_named_baseline_and_the_report_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tsevo.cli import main
+
+    out = tmp_path / "cli"
+    argv = ["evolve", "--suite", "synthetic:2", "--seed", "3", "--out", str(out), "--quiet"]
+    with pytest.raises(SystemExit, match="LLM answerer"):
+        main([*argv, "--baseline", "self-refine"])
+    assert not out.exists()
+    resp = BuiltinResponder(list(make_suite(2, seed=3)), seed=3)
+    with FakeOpenAIServer(resp) as srv:
+        flags = ["--backend", "llm", "--base-url", srv.base_url, "--model", "scripted"]
+        assert main([*argv, *flags, "--baseline", "self-refine"]) == 0
+    assert resp.counts["refine"] == resp.counts["answer"] > 0
+    cfg = json.loads((out / "config.json").read_text())["protocol"]
+    assert cfg["answer"]["refine"] is True
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    assert "baseline: self-refine" in capsys.readouterr().out

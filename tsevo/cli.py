@@ -16,7 +16,7 @@ from tsevo.data import Suite, load_suite
 from tsevo.data.sources import load_source
 from tsevo.data.synthetic import make_suite
 from tsevo.demo import run_demo
-from tsevo.evolve import ProtocolConfig, eval_library, evolve
+from tsevo.evolve import ProtocolConfig, eval_library, evolve, paper_baseline
 from tsevo.library.library import Library
 from tsevo.library.sandbox import SandboxError
 from tsevo.library.sandbox.limits import ALLOW_ENV
@@ -169,6 +169,13 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
         if args.root != "empty":
             raise SystemExit("tsevo evolve: --ablation sets the root library; leave out --root")
         cfg = cfg.ablated(args.ablation)
+    if args.baseline:
+        if args.backend != "llm":
+            raise SystemExit(
+                "tsevo evolve: the answering baselines run on an LLM answerer (--backend llm; "
+                "tsevo serve-scripted for a scripted server): the builtin one has no analogue"
+            )
+        cfg = cfg.replace(answer=paper_baseline(args.baseline))
     if args.backend == "llm":
         roles = RoleSet.llm(
             _llm_configs(args), run_dir=args.out, max_attempts=cfg.max_synthesis_attempts
@@ -348,6 +355,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="one of the paper's ablations: 'w/o cali.', 'w/o gate', 'w/o scope', 'w/ chronos', "
         "'w/ expert', 'w/o residual chain' (sets the root for the root ablations)",
+    )
+    ev.add_argument(
+        "--baseline",
+        default="",
+        help="one of the paper's answering baselines (LLM backend): 'self-consistency' (majority "
+        "of 5 sampled answers), 'self-refine' (one reflection pass), '4-shot ICL' (four train "
+        "questions with their gold in the prompt)",
     )
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--config", type=Path, help="a saved protocol config (JSON) to start from")

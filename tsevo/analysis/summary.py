@@ -116,6 +116,9 @@ def summary_text(summary: dict[str, Any]) -> str:
     abl = (summary.get("manifest") or {}).get("ablation") or {}
     if abl.get("name", "full") != "full":  # the protocol itself prints nothing here
         lines.append(f"ablation: {abl.get('label', abl['name'])}")
+    base = (summary.get("manifest") or {}).get("baseline") or {}
+    if base:  # an answering baseline (the protocol's answerer prints nothing)
+        lines.append(f"baseline: {base['name']} (answer: {base['answer']})")
     for rd in summary["rounds"]:
         lines.append("")
         lines.append(f"== round {rd['round']}: {rd['status'].upper()} — {rd['reason']}")
