@@ -267,3 +267,33 @@ def test_the_command_line_runs_a_named_baseline_and_the_report_says_so(
     capsys.readouterr()
     assert main(["report", str(out)]) == 0
     assert "baseline: self-refine" in capsys.readouterr().out
+
+
+def test_a_split_vote_over_http_goes_to_the_majority_and_a_tie_is_recorded(suite: Any) -> None:
+    resp = BuiltinResponder(list(suite))
+    view = ViewIds(suite, "0").view
+    q = next(q for q in suite.val if len(q.options) >= 3)
+
+    def says(letter: str) -> Any:
+        return lambda reply: {**reply, "option": letter}
+
+    with FakeOpenAIServer(resp) as srv:
+        configs = RoleConfigs(LLMConfig(base_url=srv.base_url, model="scripted", concurrency=1))
+        with RoleSet.llm(configs) as roles:
+            sc = roles.baseline_answerer(selection="majority", samples=5)
+            resp.inject("answer", *(says(x) for x in "BCCBA"))
+            tie = sc.answer(view(q))
+            resp.inject("answer", *(says(x) for x in "ACCBC"))
+            sc4 = roles.baseline_answerer(selection="majority", samples=5, temperature=0.9)
+            win = sc4.answer(view(q))
+        seeds = [b.get("seed") for b in srv.chat_requests()]
+        temps = [b.get("temperature") for b in srv.chat_requests()]
+    assert seeds == [0, 1, 2, 3, 4] * 2  # every sample asked, none served from another's reply
+    assert temps == [0.7] * 5 + [0.9] * 5
+    assert tie.option == 1 and tie.detail is not None
+    assert tie.detail["selection"]["tied"] == ["B", "C"]
+    assert tie.detail["selection"]["rule"] == "majority, tie -> first sampled"
+    assert [s["option"] for s in tie.detail["samples"]] == list("BCCBA")
+    assert win.option == 2 and win.detail is not None
+    assert win.detail["selection"]["votes"] == {"A": 1, "B": 1, "C": 3}
+    assert win.detail["selection"]["tied"] == [] and win.detail["selection"]["sample"] == 1
