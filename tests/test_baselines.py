@@ -159,26 +159,39 @@ def test_icl_shows_four_train_questions_with_gold_and_never_val_or_test(
     bodies = [b for b in icl["bodies"] if _kind(resp, b) == "icl"]
     assert bodies and not [b for b in icl["bodies"] if _kind(resp, b) == "answer"]
     train = {q.id for q in suite.train}
-    shown: set[str] = set()
+    main, spares = (
+        icl["manifest"]["baseline"]["icl_examples"],
+        icl["manifest"]["baseline"]["icl_spares"],
+    )
+    assert len(main) == 4 and len(spares) == 1
+    own_seen = 0
     for b in bodies:
         prompt = _prompt(b)
         examples = prompt[: prompt.index("The question to answer")]
+        asked = resp._question(prompt[prompt.index("The question to answer") :]).id
         blocks = re.findall(r"(Question: .*?)\n" + re.escape(GOLD) + r"([A-J])", examples, re.S)
         assert len(blocks) == 4 and prompt.count(GOLD) == 4
+        shown = []
         for block, letter in blocks:
-            q = resp.by_id[resp._question(block).id]
+            v = resp._question(block)
+            q = resp.by_id[v.id]
             assert q.id in train  # chosen from train only: no val or test question, ever
             assert "ABCDEFGHIJ"[q.gold] == letter  # the gold, labelled as a train example
-            shown.add(q.id)
-    assert len(shown) == 4  # one fixed draw for the whole run
+            shown.append(v.id)
+        assert asked not in shown  # a train question never sees its own gold
+        if asked in main:  # the spare takes its place
+            own_seen += 1
+            assert shown == [x for x in main if x != asked] + spares
+        else:
+            assert shown == main  # one fixed draw for the whole run
+    assert own_seen == 4  # the base pass answered each example (train) once
     ids = ViewIds(suite, "0")
     chosen = icl_examples(suite.train, 4, 0, ids.view)
-    assert icl["manifest"]["baseline"]["icl_examples"] == [e.question.id for e in chosen]
-    assert {resp.by_id[e.question.id].id for e in chosen} == shown
+    assert [e.question.id for e in chosen] == main + spares
     assert [e.question.id for e in icl_examples(reversed(list(suite.train)), 4, 0, ids.view)] == [
         e.question.id for e in chosen
     ]  # the draw does not depend on the split's order
-    assert all(r["base_detail"]["shots"] for r in icl["records"])
+    assert all(len(r["base_detail"]["shots"]) == 4 for r in icl["records"])
 
 
 def test_resume_under_another_baseline_is_refused(

@@ -70,7 +70,8 @@ class AnswerConfig:
         0,
         "In-context examples: this many train questions with their gold, labelled as train "
         "examples, in the answerer's prompt (the one declared exception to the roles' view); "
-        "chosen once per run from train only, seeded by the protocol seed.",
+        "chosen once per run from train only, seeded by the protocol seed (plus one spare, shown "
+        "instead of an example when the train question answered is that example itself).",
         lo=0,
         hi=16,
     )
@@ -171,18 +172,25 @@ def answer_params(
 
 
 def icl_examples(
-    train: Iterable[Question], k: int, seed: int, view: Callable[[Question], QuestionView]
+    train: Iterable[Question],
+    k: int,
+    seed: int,
+    view: Callable[[Question], QuestionView],
+    *,
+    spare: int = 1,
 ) -> tuple[Example, ...]:
-    """``k`` labelled train questions for the few-shot answerer, chosen by the protocol seed.
+    """``k`` labelled train questions for the few-shot answerer, then ``spare`` more, by the seed.
 
     The draw depends only on the train split's ids and the seed (not on its order); questions
-    without gold are never chosen.
+    without gold are never chosen. The first ``k`` are what every question is shown; a spare
+    takes the place of an example when the question answered is that example itself (on train).
     """
     labelled = sorted((q for q in train if q.gold is not None), key=lambda q: q.id)
     if k > len(labelled):
         raise ValueError(f"answer.shots={k}, but train has {len(labelled)} labelled questions")
     rng = random.Random(f"tsevo-icl:{seed}")
-    chosen = sorted(rng.sample(range(len(labelled)), k))
+    drawn = rng.sample(range(len(labelled)), min(len(labelled), k + spare))
+    chosen = sorted(drawn[:k]) + drawn[k:]
     return tuple(Example(view(labelled[i]), labelled[i].gold, None) for i in chosen)
 
 
@@ -207,6 +215,7 @@ def baseline_answerer(
         temperature=cfg.temperature,
         refine=cfg.refine,
         examples=icl_examples(train, cfg.shots, seed, view) if cfg.shots else (),
+        shots=cfg.shots,
     )
 
 
@@ -214,5 +223,6 @@ def baseline_manifest(cfg: AnswerConfig, examples: Sequence[Example] = ()) -> di
     """What a run's manifest records about its answering baseline: name, settings, example ids."""
     out: dict[str, Any] = {"name": baseline_name(cfg), "answer": cfg.to_dict()}
     if examples:
-        out["icl_examples"] = [e.question.id for e in examples]
+        out["icl_examples"] = [e.question.id for e in examples[: cfg.shots]]
+        out["icl_spares"] = [e.question.id for e in examples[cfg.shots :]]
     return out

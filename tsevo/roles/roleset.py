@@ -146,6 +146,7 @@ class RoleSet:
         temperature: float = 0.7,
         refine: bool = False,
         examples: tuple[Example, ...] = (),
+        shots: int | None = None,
     ) -> Answerer:
         """The base answerer running one of the paper's answering baselines (LLM backend only).
 
@@ -172,6 +173,7 @@ class RoleSet:
             temperature=temperature,
             refine=refine,
             examples=examples,
+            shots=shots,
         )
 
     def names(self) -> dict[str, str]:

@@ -68,7 +68,10 @@ class BaselineAnswerer:
         samples: Answers sampled per question (``majority`` only).
         temperature: Sampling temperature of the sampled answers.
         refine: One reflection pass after the answer (Self-Refine).
-        examples: In-context train examples with their gold (few-shot ICL).
+        examples: In-context train examples with their gold (few-shot ICL), in order of use.
+        shots: Examples shown per question (default: all of them). Extra examples are spares: a
+            question never sees itself as an example (answering train, its gold would be shown),
+            the next example takes its place.
     """
 
     role = "answerer"
@@ -82,6 +85,7 @@ class BaselineAnswerer:
         temperature: float = 0.7,
         refine: bool = False,
         examples: Sequence[Example] = (),
+        shots: int | None = None,
     ) -> None:
         self.inner = inner
         self.ctx = inner.ctx
@@ -94,9 +98,12 @@ class BaselineAnswerer:
         self.examples = tuple(examples)
         if any(e.gold is None for e in self.examples):
             raise ValueError("in-context examples need their gold")
+        self.shots = len(self.examples) if shots is None else int(shots)
+        if not 0 <= self.shots <= len(self.examples):
+            raise ValueError(f"shots must be between 0 and {len(self.examples)}, got {shots}")
         parts = []
         if self.examples:
-            parts.append(f"{len(self.examples)}shot")
+            parts.append(f"{self.shots}shot")
         if self.selection.name != "single":
             parts.append(f"{self.selection.name}{self.samples}@t{self.temperature:g}")
         if self.refine:
@@ -104,9 +111,14 @@ class BaselineAnswerer:
         self.name = f"{inner.name}+{'+'.join(parts) or 'single'}"
 
     # ------------------------------------------------------------------ prompts
+    def examples_for(self, q: QuestionView) -> tuple[Example, ...]:
+        """The examples ``q`` is shown: the first ``shots`` that are not ``q`` itself."""
+        return tuple(e for e in self.examples if e.question.id != q.id)[: self.shots]
+
     def prompt(self, q: QuestionView) -> str:
         """The answering prompt: the base answerer's, or the few-shot one with the examples."""
-        if not self.examples:
+        examples = self.examples_for(q)
+        if not examples:
             return self.inner.prompt(q)
         points = self.ctx.max_points
         while True:
@@ -114,11 +126,11 @@ class BaselineAnswerer:
                 f"--- Example {i} (train question, gold shown) ---\n"
                 f"{render_question(e.question, max_points=max(8, points // 4), sig=self.ctx.sig)}\n"
                 f"Gold answer (train example): {_letter(int(e.gold or 0))}"
-                for i, e in enumerate(self.examples, 1)
+                for i, e in enumerate(examples, 1)
             )
             text = self.ctx.render(
                 "answerer_icl",
-                n_examples=len(self.examples),
+                n_examples=len(examples),
                 examples=shots,
                 question=render_question(q, max_points=points, sig=self.ctx.sig),
             )
@@ -149,11 +161,12 @@ class BaselineAnswerer:
             LLMCallError: A request failed for good (the question does not complete).
         """
         prompt = self.prompt(q)
-        stage = "icl" if self.examples else "base"
+        examples = self.examples_for(q)
+        stage = "icl" if examples else "base"
         detail: dict[str, Any] = {"baseline": self.name.split("+", 1)[1]}
-        if self.examples:
+        if examples:
             detail["shots"] = [
-                {"id": e.question.id, "gold": _letter(int(e.gold or 0))} for e in self.examples
+                {"id": e.question.id, "gold": _letter(int(e.gold or 0))} for e in examples
             ]
         if self.selection.name == "single":
             first = self.inner.answer_prompt(q, prompt, stage)
