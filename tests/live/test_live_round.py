@@ -9,10 +9,13 @@ and ``TSEVO_LIVE_BUDGET_CALLS`` requests, default 400): on a busy machine it sto
 (``RunStopped``, a resumable folder, the session recorded as stopped) long before pytest's
 timeout, instead of being killed by it. Besides the round, a second test sends one synthesis
 request to the real model directly (outside the round's budget, one try, its own pytest timeout,
-``TSEVO_LIVE_PROBE_TIMEOUT_S`` seconds for the request, default 420): the model's tool source goes
+``TSEVO_LIVE_PROBE_TIMEOUT_S`` seconds for the request, default 600): the model's tool source goes
 through the same checks a round applies (the sandbox gate, smoke runs and the output contract);
-its outcome (usually a rejection) is recorded. The probe must get a reply: a prompt refused as too
-long or a request that fails (time-out, server error) fails the test. A JSON report (duration, how
+its outcome (usually a rejection) is recorded. The probe's prompt is held to
+``TSEVO_LIVE_PROBE_PROMPT_TOKENS`` (default 4000: the compact primitives catalog and the examples
+that fit) and its reply to 768 tokens, so a busy machine answers it in minutes. The probe must get
+a reply: a prompt refused as too long or a request that fails (time-out, server error) fails the
+test. A JSON report (duration, how
 the round ended, replies needing a retry, calls and tokens per role, the synthesis probe) is
 written to ``$TSEVO_LIVE_OUT/live_report.json`` and printed.
 """
@@ -229,7 +232,7 @@ def _update_report(out: Path, fields: dict[str, Any]) -> None:
 NO_REPLY = ("PromptTooLong", "LLMCallError", "BudgetExhausted", "LLMRunStopped", "ReplayMiss")
 
 
-@pytest.mark.timeout(int(_env_num("TSEVO_LIVE_PROBE_TIMEOUT_S", 420)) + 120)
+@pytest.mark.timeout(int(_env_num("TSEVO_LIVE_PROBE_TIMEOUT_S", 600)) + 120)
 def test_live_synthesis_probe_reply_goes_through_the_checks() -> None:
     """One synthesis request to the real model (after the round, outside its budget)."""
     from tsevo.roles.llm.config import RoleConfigs
@@ -239,10 +242,11 @@ def test_live_synthesis_probe_reply_goes_through_the_checks() -> None:
             cache_path=None,
             cache_mode="off",
             max_retries=0,
-            timeout_s=_env_num("TSEVO_LIVE_PROBE_TIMEOUT_S", 420),
+            timeout_s=_env_num("TSEVO_LIVE_PROBE_TIMEOUT_S", 600),
             budget={"max_wall_s": None, "max_calls": None},
+            max_prompt_tokens=int(_env_num("TSEVO_LIVE_PROBE_PROMPT_TOKENS", 4000)),
         ),
-        {"synthesizer": {"max_tokens": 1024}},
+        {"synthesizer": {"max_tokens": 768}},
     )
     probe = synthesis_probe(probe_cfg, _suite(), _points())
     _update_report(_out(), {"synthesis_probe": probe})
