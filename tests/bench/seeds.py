@@ -37,19 +37,32 @@ from tsevo.roles.builtin.kindplan import KindPlanSettings
 KEYS = ("base", "final", "gain", "family_gain_mean", "family_gain_min", "harmed_pct", "round_s")
 
 
-def one_seed(preset: str, seed: int, out: Path, roles: RoleSet | None = None) -> dict[str, Any]:
-    """One round on ``make_suite(preset, seed)``; the numbers of its report-only test."""
-    suite = make_suite(preset, seed=seed)
-    shutil.rmtree(out, ignore_errors=True)  # a leftover folder would resume to its old result
-    t0 = time.perf_counter()
-    evolve(
-        suite,
-        roles=roles if roles is not None else RoleSet.builtin(),
-        config=ProtocolConfig(rounds=1, seed=seed),
-        out=out,
-        suite_ref=f"synthetic:{preset}:seed={seed}",
-        log=lambda s: None,
+def _finished(out: Path) -> bool:
+    ev = out / "events.jsonl"
+    return ev.is_file() and any(
+        json.loads(line).get("kind") == "finished" for line in ev.read_text().splitlines() if line
     )
+
+
+def one_seed(
+    preset: str, seed: int, out: Path, roles: RoleSet | None = None, reuse: bool = False
+) -> dict[str, Any]:
+    """One round on ``make_suite(preset, seed)``; the numbers of its report-only test.
+
+    ``reuse``: a run folder this bench finished before is summarized as it is (not rerun).
+    """
+    t0 = time.perf_counter()
+    if not (reuse and _finished(out)):
+        suite = make_suite(preset, seed=seed)
+        shutil.rmtree(out, ignore_errors=True)  # a leftover folder would resume to its old result
+        evolve(
+            suite,
+            roles=roles if roles is not None else RoleSet.builtin(),
+            config=ProtocolConfig(rounds=1, seed=seed),
+            out=out,
+            suite_ref=f"synthetic:{preset}:seed={seed}",
+            log=lambda s: None,
+        )
     wall = time.perf_counter() - t0
     rd = run_summary(out)["rounds"][0]
     tasks = rd["test"]["tasks"]
@@ -104,12 +117,17 @@ def main(argv: list[str] | None = None) -> int:
         default="default",
         help="the builtin planner's composite (per question kind) planning: as shipped, on or off",
     )
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="summarize seeds whose run folder (beside --out) already holds a finished run",
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
     runs = out.with_suffix("")
     rows = []
     for s in (int(x) for x in args.seeds.split(",")):
-        r = one_seed(args.preset, s, runs / str(s), _roles(args.kinds))
+        r = one_seed(args.preset, s, runs / str(s), _roles(args.kinds), reuse=args.reuse)
         rows.append(r)
         print(
             f"seed {s}: {r['status']} ({r['gate_path']}), test {100 * r['base']:.1f} -> "
@@ -126,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         "preset": args.preset,
         "label": args.label,
         "kinds": args.kinds,
+        "reused": bool(args.reuse),
         "commit": commit,
         "seeds": [r["seed"] for r in rows],
         "aggregate": agg,
