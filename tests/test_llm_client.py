@@ -119,6 +119,27 @@ def test_config_refuses_keys_and_bad_values(
 
 
 # ---------------------------------------------------------------------------- capabilities
+def test_response_format_leaves_length_bounds_to_validation() -> None:
+    """Length bounds stay out of the decoding grammar (llama.cpp's server crashed on the
+    synthesizer's 16,000-character ``source``); the reply is still validated against them."""
+    from tsevo.roles.llm.capabilities import grammar_schema
+    from tsevo.roles.llm.roles.synthesizer import SynthReply
+
+    full = SynthReply.model_json_schema()
+    assert full["properties"]["source"]["maxLength"] == 16000
+    for level in ("json_schema", "json_object_schema"):
+        with FakeOpenAIServer(['{"answer": "A"}']) as srv:
+            c = make(srv, json_mode=level)
+            c.chat("synthesizer", "synthesize", USER, schema=full)
+            rf = srv.chat_requests()[0]["response_format"]
+        sent = rf["json_schema"]["schema"] if level == "json_schema" else rf["schema"]
+        text = json.dumps(sent)
+        assert "maxLength" not in text and "maxItems" not in text, level
+        assert sent["properties"]["source"]["type"] == "string"
+    weird = {"properties": {"maxLength": {"type": "integer", "maxLength": 3}}}
+    assert grammar_schema(weird) == {"properties": {"maxLength": {"type": "integer"}}}
+
+
 @pytest.mark.parametrize(
     ("server_kw", "expected", "sent"),
     [

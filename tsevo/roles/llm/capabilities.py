@@ -178,7 +178,27 @@ def request_kwargs(
     return kw
 
 
+#: Schema keywords left out of a ``response_format`` (the reply is still validated against them):
+#: servers compile the schema into a decoding grammar, and a length bound becomes one nested rule
+#: per character (llama.cpp refuses ``source``'s 16,000 and its server then crashes).
+GRAMMAR_DROPPED = frozenset({"maxLength", "minLength", "maxItems", "minItems"})
+
+
+def grammar_schema(schema: Any) -> Any:
+    """``schema`` without the length bounds of :data:`GRAMMAR_DROPPED` (a copy, at every depth)."""
+    if isinstance(schema, Mapping):
+        return {  # a property named like a keyword holds a schema (a dict), not a bound
+            k: grammar_schema(v)
+            for k, v in schema.items()
+            if k not in GRAMMAR_DROPPED or not isinstance(v, int)
+        }
+    if isinstance(schema, list):
+        return [grammar_schema(v) for v in schema]
+    return schema
+
+
 def _response_format(schema: Mapping[str, Any], level: str) -> dict[str, Any] | None:
+    schema = grammar_schema(schema)
     if level == "json_schema":
         name = (
             "".join(
