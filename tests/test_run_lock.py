@@ -158,3 +158,20 @@ def test_notebook_holds_the_lock_only_while_its_call_writes(tmp_path: Path) -> N
             _let_go(other)
     finally:
         _let_go(p)
+
+
+def test_a_study_cell_held_by_another_process_is_reported_busy(tmp_path: Path) -> None:
+    """A study cell runs under its folder's lock: a second runner gets ``busy`` naming the PID
+    and starts nothing."""
+    from tsevo.studies.attempt import run_attempt
+    from tsevo.studies.cells import Cell
+
+    folder = tmp_path / "study" / "seed=0"
+    cell = Cell("study", "seed=0", tmp_path / "nb.ipynb", "python3", {"seed": 0}, folder)
+    p = _hold(folder)
+    try:
+        out = run_attempt(cell, 1)
+        assert out["outcome"] == "busy" and f"in use by PID {p.pid}" in out["stderr_tail"]
+        assert not cell.log_path(1).exists()
+    finally:
+        _let_go(p)
