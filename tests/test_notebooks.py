@@ -35,6 +35,12 @@ EXPECTED = [
     "40_prefilter_and_gate",
     "50_deployment_and_test",
     "90_study_base_vs_evolved_vs_expert",
+    "91_study_main_table",
+    "92_study_transfer",
+    "93_study_ablations",
+    "94_study_gate_calibration",
+    "95_study_multi_round",
+    "96_study_funnel",
 ]
 KEEP = {"keep_output", "nbval-check-output"}
 

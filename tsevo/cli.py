@@ -23,7 +23,12 @@ from tsevo.library.sandbox.limits import ALLOW_ENV
 from tsevo.roles import RoleSet, RunStopped
 from tsevo.roles.llm.config import RoleConfigs
 from tsevo.store import RunFolderBusy, RunLayout
-from tsevo.studies.command import add_run_arguments, run_command
+from tsevo.studies.command import (
+    add_report_arguments,
+    add_run_arguments,
+    report_command,
+    run_command,
+)
 from tsevo.testing import scripted
 from tsevo.widgets.export import export_html
 
@@ -423,6 +428,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_run_arguments(srun)
     srun.set_defaults(func=run_command)
+    srep = stsub.add_parser(
+        "report",
+        help="collect the rows of a study's finished cells into <out>/<study>/results.csv",
+    )
+    add_report_arguments(srep)
+    srep.set_defaults(func=report_command)
 
     data = sub.add_parser("data", help="make or convert question suites")
     dsub = data.add_subparsers(dest="data_cmd", required=True)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -37,6 +38,7 @@ from tsevo.analysis import rounds_in, run_suite
 from tsevo.data import Suite
 from tsevo.data.synthetic import make_suite
 from tsevo.evolve import ProtocolConfig, evolve
+from tsevo.evolve.ablation import paper_ablation
 from tsevo.roles import RoleSet
 from tsevo.roles.llm.config import RoleConfigs
 from tsevo.store import RunLayout, RunStore
@@ -46,14 +48,20 @@ __all__ = [
     "CONFIGS",
     "DEFAULT_RUN_DIR",
     "RUN_DIR_ENV",
+    "AblationStudyConfig",
     "BasePassConfig",
     "DataConfig",
     "DeploymentConfig",
+    "FunnelConfig",
+    "GateCalibrationConfig",
     "GateConfig",
+    "MainTableConfig",
+    "MultiRoundConfig",
     "NotebookConfig",
     "PlanningConfig",
     "QuickstartConfig",
     "StudyConfig",
+    "TransferConfig",
     "ensure_run",
     "make_synthetic_suite",
     "read_metrics",
@@ -137,8 +145,20 @@ class NotebookConfig:
         return asdict(self)
 
     def run_path(self) -> Path:
-        """The run folder this notebook reads (see :func:`resolve_run_dir`)."""
-        return resolve_run_dir(self.run_dir)
+        """The run folder this notebook reads (see :func:`resolve_run_dir`).
+
+        A study config whose protocol differs from the stage notebooks' (:meth:`variant`) keeps its
+        run beside the default folder (``<folder>-<variant>``) unless ``run_dir`` names one, so the
+        shared run is never asked to resume under another config.
+        """
+        path = resolve_run_dir(self.run_dir)
+        if self.variant() and not self.run_dir:
+            path = path.with_name(f"{path.name}-{self.variant()}")
+        return path
+
+    def variant(self) -> str:
+        """A short name for a protocol other than the stage notebooks' ("" when it is the same)."""
+        return ""
 
     def rounds_to_run(self) -> int:
         """Evolution rounds a run created for this notebook gets."""
@@ -259,6 +279,113 @@ class StudyConfig(NotebookConfig):
     """The hand-written library compared against (a root name: expert | chronos)."""
 
 
+def _methods(text: str) -> list[str]:
+    return [m.strip() for m in text.split(",") if m.strip()]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MainTableConfig(NotebookConfig):
+    """``91_study_main_table``: tasks x methods on one backbone (the paper's Table 1)."""
+
+    notebook: ClassVar[str] = "91_study_main_table"
+    split: str = "test"
+    """Split answered (test: report only)."""
+    methods: str = "base,evolved,expert,chronos"
+    """Comma-separated methods: base, evolved, expert, chronos (every backend); self-consistency,
+    self-refine, 4-shot ICL (llm backend only: the builtin answerer has no analogue)."""
+
+    def method_list(self) -> list[str]:
+        """``methods`` as a list."""
+        return _methods(self.methods)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransferConfig(NotebookConfig):
+    """``92_study_transfer``: a library evolved on one role set installed into another."""
+
+    notebook: ClassVar[str] = "92_study_transfer"
+    split: str = "test"
+    """Split answered (test: report only)."""
+    target_backend: str = "builtin"
+    """Roles the library is installed into: builtin | llm."""
+    target_base_url: str = ""
+    """Target LLM endpoint ("" = $TSEVO_LLM_BASE_URL); llm target only."""
+    target_model: str = ""
+    """Target LLM model id ("" = $TSEVO_LLM_MODEL); llm target only."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.target_backend not in BACKENDS:
+            raise ValueError(
+                f"target_backend must be one of {BACKENDS}, got {self.target_backend!r}"
+            )
+
+    def target(self) -> NotebookConfig:
+        """The target's settings as a plain config (its :meth:`~NotebookConfig.roles`)."""
+        return NotebookConfig(
+            run_dir=self.run_dir,
+            backend=self.target_backend,
+            base_url=self.target_base_url,
+            model=self.target_model,
+            temperature=self.temperature,
+            concurrency=self.concurrency,
+            cache_mode=self.cache_mode,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AblationStudyConfig(NotebookConfig):
+    """``93_study_ablations``: one of the paper's six ablations, or the full method."""
+
+    notebook: ClassVar[str] = "93_study_ablations"
+    ablation: str = "full"
+    """full | w/o cali. | w/o gate | w/o scope | w/ chronos | w/ expert | w/o residual chain."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        paper_ablation(self.ablation)  # an unknown name raises here, before any run
+
+    def protocol(self) -> ProtocolConfig:
+        """The protocol under the ablation."""
+        return super().protocol().ablated(self.ablation)
+
+    def variant(self) -> str:
+        """``ablation-<name>`` unless the full method."""
+        name = self.protocol().ablation_name
+        return "" if name == "full" else "ablation-" + re.sub(r"[^a-z0-9]+", "-", name).strip("-")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateCalibrationConfig(NotebookConfig):
+    """``94_study_gate_calibration``: the gate's validation evidence against the report-only test."""
+
+    notebook: ClassVar[str] = "94_study_gate_calibration"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MultiRoundConfig(NotebookConfig):
+    """``95_study_multi_round``: what each of several rounds admits (the paper's Fig. 5c)."""
+
+    notebook: ClassVar[str] = "95_study_multi_round"
+    rounds: int = 2
+    """Evolution rounds (the paper's figure: 3; its spec sets them)."""
+
+    def rounds_to_run(self) -> int:
+        """``rounds``."""
+        return self.rounds
+
+    def variant(self) -> str:
+        """``rounds<N>`` unless one round."""
+        return "" if self.rounds == 1 else f"rounds{self.rounds}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FunnelConfig(NotebookConfig):
+    """``96_study_funnel``: the attrition funnel from train errors to deployed tools."""
+
+    notebook: ClassVar[str] = "96_study_funnel"
+
+
 CONFIGS: dict[str, type[NotebookConfig]] = {
     c.notebook: c
     for c in (
@@ -269,6 +396,12 @@ CONFIGS: dict[str, type[NotebookConfig]] = {
         GateConfig,
         DeploymentConfig,
         StudyConfig,
+        MainTableConfig,
+        TransferConfig,
+        AblationStudyConfig,
+        GateCalibrationConfig,
+        MultiRoundConfig,
+        FunnelConfig,
     )
 }
 """Notebook stem -> its config class."""

@@ -6,7 +6,10 @@ series for plots); they compute nothing. Each widget (:class:`FlipExplorer`, :cl
 ``_repr_html_``/``__repr__`` fallbacks, and a kernel-free ``static_view`` used by the offline HTML
 export (:func:`export_html`). The notebooks' figures (:func:`accuracy_figure`,
 :func:`deltas_figure`, :func:`examples_figure`, :func:`comparison_figure`, displayed with
-:func:`show`) are matplotlib figures not attached to pyplot.
+:func:`show`) and the paper studies' figures (:mod:`widgets.studies`: :func:`main_table_figure`,
+:func:`transfer_figure`, :func:`ablation_figure`, :func:`gate_calibration_figure`,
+:func:`rounds_figure`, :func:`funnel_figure`, picked by notebook with :func:`study_figure`) are
+matplotlib figures not attached to pyplot.
 """
 
 from ._render import (
@@ -28,12 +31,24 @@ from .figures import (
 from .flips import FLIP_CLASSES, FlipExplorer, filter_flips
 from .gate import GateView, gate_figure
 from .library import LibraryBrowser, filter_tools
+from .studies import (
+    STUDY_FIGURES,
+    ablation_figure,
+    funnel_figure,
+    gate_calibration_figure,
+    main_table_figure,
+    rounds_figure,
+    study_figure,
+    transfer_figure,
+)
 
 __all__ = [
     "FLIP_CLASSES",
+    "STUDY_FIGURES",
     "FlipExplorer",
     "GateView",
     "LibraryBrowser",
+    "ablation_figure",
     "accuracy_figure",
     "build_page",
     "calibration_figure",
@@ -47,7 +62,13 @@ __all__ = [
     "export_html",
     "filter_flips",
     "filter_tools",
+    "funnel_figure",
+    "gate_calibration_figure",
     "gate_figure",
+    "main_table_figure",
+    "rounds_figure",
     "show",
     "show_sources",
+    "study_figure",
+    "transfer_figure",
 ]

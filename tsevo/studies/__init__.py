@@ -8,6 +8,10 @@
 * :func:`run_study` (``tsevo study run SPEC [--scheduler ADDRESS] [--workers N]``) runs the
   unfinished cells on a Dask cluster, each papermill execution in its own subprocess, retries a
   crashed cell a bounded number of times and records every attempt (:mod:`tsevo.studies.grid`).
+* The paper's studies on one run (:mod:`tsevo.studies.paper`): :func:`rounds_table`,
+  :func:`main_table`, :func:`transfer_table`, and the Obs. 5/6 and Obs. 9 checks over a study
+  (:func:`ablation_directions`, :func:`calibration_counts`); :func:`study_frame` collects the
+  rows of a study's finished cells (``tsevo study report SPEC``).
 * :func:`compare_libraries` answers one split with the base agent, the evolved library and a
   hand-written root; report only.
 
@@ -37,26 +41,54 @@ _LAZY: dict[str, str] = {
     "STUDY_COLUMNS": "tsevo.studies.grid",
     "run_study": "tsevo.studies.grid",
     "main": "tsevo.studies.command",
+    "LIBRARY_METHODS": "tsevo.studies.paper",
+    "MAIN_COLUMNS": "tsevo.studies.paper",
+    "ROUND_COLUMNS": "tsevo.studies.paper",
+    "TRANSFER_COLUMNS": "tsevo.studies.paper",
+    "ablation_directions": "tsevo.studies.paper",
+    "calibration_counts": "tsevo.studies.paper",
+    "main_table": "tsevo.studies.paper",
+    "rounds_table": "tsevo.studies.paper",
+    "run_outcome": "tsevo.studies.paper",
+    "transfer_table": "tsevo.studies.paper",
+    "cell_rows": "tsevo.studies.results",
+    "frame_rows": "tsevo.studies.results",
+    "study_frame": "tsevo.studies.results",
+    "write_results": "tsevo.studies.results",
     "run_spec": "tsevo.studies.command",
 }
 
 __all__ = [
     "COMPARISON_COLUMNS",
+    "LIBRARY_METHODS",
+    "MAIN_COLUMNS",
+    "ROUND_COLUMNS",
     "STATUSES",
     "STUDY_COLUMNS",
+    "TRANSFER_COLUMNS",
     "Cell",
     "StudySpec",
+    "ablation_directions",
+    "calibration_counts",
+    "cell_rows",
     "compare_libraries",
     "comparison_pivot",
     "default_notebooks",
     "execute_notebooks",
     "expand_cells",
+    "frame_rows",
     "grid_points",
     "load_spec",
     "main",
+    "main_table",
     "notebook_parameters",
+    "rounds_table",
+    "run_outcome",
     "run_spec",
     "run_study",
+    "study_frame",
+    "transfer_table",
+    "write_results",
 ]
 
 if TYPE_CHECKING:
@@ -65,6 +97,19 @@ if TYPE_CHECKING:
     from tsevo.studies.compare import COMPARISON_COLUMNS, compare_libraries, comparison_pivot
     from tsevo.studies.grid import STATUSES, STUDY_COLUMNS, run_study
     from tsevo.studies.notebooks import default_notebooks, execute_notebooks, notebook_parameters
+    from tsevo.studies.paper import (
+        LIBRARY_METHODS,
+        MAIN_COLUMNS,
+        ROUND_COLUMNS,
+        TRANSFER_COLUMNS,
+        ablation_directions,
+        calibration_counts,
+        main_table,
+        rounds_table,
+        run_outcome,
+        transfer_table,
+    )
+    from tsevo.studies.results import cell_rows, frame_rows, study_frame, write_results
     from tsevo.studies.spec import StudySpec, expand_cells, grid_points, load_spec
 
 

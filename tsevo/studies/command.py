@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,14 @@ import pandas as pd
 from tsevo.studies.grid import run_study
 from tsevo.studies.spec import StudySpec, load_spec
 
-__all__ = ["add_run_arguments", "main", "run_command", "run_spec"]
+__all__ = [
+    "add_report_arguments",
+    "add_run_arguments",
+    "main",
+    "report_command",
+    "run_command",
+    "run_spec",
+]
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,6 +68,28 @@ def run_command(args: argparse.Namespace) -> int:
     counts = table["status"].value_counts().to_dict()
     print(f"{spec.name}: {len(table)} cells, " + ", ".join(f"{v} {k}" for k, v in counts.items()))
     return 1 if set(counts) & {"failed", "busy"} else 0
+
+
+def add_report_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``tsevo study report``."""
+    p.add_argument("spec", type=Path, help="a study spec (experiments/*.json)")
+    p.add_argument("--out", type=Path, default=Path("runs/experiments"), help="output folder")
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """Collect the rows of a study's finished cells into ``results.csv``; print a summary.
+
+    Exit 1 when no cell has finished yet.
+    """
+    from tsevo.studies.results import write_results
+
+    spec = load_spec(args.spec)
+    csv = write_results(spec, args.out)
+    meta = json.loads((csv.parent / "results.json").read_text(encoding="utf-8"))
+    print(f"{spec.name}: {meta['rows']} rows from {len(meta['cells'])} cells -> {csv}")
+    if meta["missing"]:
+        print(f"  not finished ({len(meta['missing'])}): " + ", ".join(meta["missing"]))
+    return 0 if meta["cells"] else 1
 
 
 def run_spec(
