@@ -5,11 +5,19 @@ runs each notebook's cells in a kernel. Every notebook's ``run_dir`` parameter d
 ``$TSEVO_RUN_DIR``; when that is unset, the first session here evolves the tiny synthetic preset
 (seed 5, one round) into a temporary folder and points the variable there before any kernel starts,
 so the notebooks share one run instead of each evolving its own.
+
+Study notebooks whose protocol differs from the stage notebooks' keep their run beside the shared
+one (:meth:`tsevo.notebook.NotebookConfig.variant`). The multi-round study's run (two tiny rounds)
+is started here in a background process while the other notebooks execute on the other core; the
+notebook's own ``ensure_run`` waits on the run folder's lock and then reuses it (or evolves it
+itself when the background run failed).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -30,3 +38,26 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run = Path(tempfile.mkdtemp(prefix="tsevo-nbval-")) / "run"
     nb.ensure_run(nb.QuickstartConfig(run_dir=str(run)), log=lambda _: None)
     os.environ["TSEVO_RUN_DIR"] = str(run)
+    if any(str(item.fspath).endswith("95_study_multi_round.ipynb") for item in session.items):
+        _BACKGROUND.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _MULTI_ROUND],
+                env=dict(os.environ),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+
+
+_MULTI_ROUND = (
+    "from tsevo import notebook as nb; nb.ensure_run(nb.MultiRoundConfig(), log=lambda _: None)"
+)
+_BACKGROUND: list[subprocess.Popen[bytes]] = []
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop a background run that is still going (the notebook no longer needs it)."""
+    for p in _BACKGROUND:
+        if p.poll() is None:
+            p.kill()
+        p.wait()

@@ -74,22 +74,56 @@ def study_frame(spec: StudySpec, out: str | Path = "runs/experiments") -> pd.Dat
 
 
 def write_results(spec: StudySpec, out: str | Path = "runs/experiments") -> Path:
-    """Write ``results.csv`` and ``results.json`` (cells held and missing) for the study.
+    """Write the study's results into ``<out>/<study>/``.
+
+    * ``results.csv``: :func:`study_frame`;
+    * ``results.json``: the rows, the cells held and the cells missing;
+    * ``results.png``: the study's figure (:func:`tsevo.widgets.study_figure`), when its notebook
+      has one and a cell finished;
+    * the paper's checks: ``directions.csv`` for the ablation study
+      (:func:`~tsevo.studies.paper.ablation_directions`, per value of the other grid parameters)
+      and ``calibration.json`` for the gate-calibration study
+      (:func:`~tsevo.studies.paper.calibration_counts`).
 
     Returns:
         The CSV's path.
     """
+    from tsevo.studies.paper import ablation_directions, calibration_counts
+    from tsevo.widgets import STUDY_FIGURES, study_figure
+
     frame = study_frame(spec, out)
     folder = Path(out) / spec.name
     folder.mkdir(parents=True, exist_ok=True)
     csv = folder / "results.csv"
     atomic_write_text(csv, frame.to_csv(index=False))
-    meta = {
+    meta: dict[str, Any] = {
         "study": spec.name,
         "notebook": spec.notebook,
         "rows": len(frame),
         "cells": sorted(set(frame["cell"])) if len(frame) else [],
         "missing": frame.attrs["missing"],
     }
+    if len(frame) and spec.notebook in STUDY_FIGURES:
+        fig = study_figure(spec.notebook, frame)
+        fig.savefig(folder / "results.png", dpi=90, bbox_inches="tight")
+        meta["figure"] = "results.png"
+    if len(frame) and spec.notebook == "93_study_ablations":
+        by = [k for k in sorted(spec.grid) if k != "ablation"] or ["cell"]
+        d = ablation_directions(frame, by=by)
+        atomic_write_text(folder / "directions.csv", d.to_csv(index=False))
+        meta["directions"] = {
+            "below_full": f"{int(d['below_full'].sum())}/{len(d)}",
+            "fixes_more": _count(d["fixes_more"]),
+            "breaks_more": _count(d["breaks_more"]),
+        }
+    if len(frame) and spec.notebook == "94_study_gate_calibration":
+        counts = calibration_counts(frame)
+        atomic_write_text(folder / "calibration.json", json.dumps(counts, indent=1) + "\n")
+        meta["calibration"] = counts
     atomic_write_text(folder / "results.json", json.dumps(meta, indent=1) + "\n")
     return csv
+
+
+def _count(col: pd.Series) -> str:
+    vals = [bool(v) for v in col if v is not None and v == v]
+    return f"{sum(vals)}/{len(vals)}"
