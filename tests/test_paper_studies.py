@@ -186,6 +186,14 @@ def test_study_report_collects_every_finished_cell_and_lists_the_missing(
     assert meta["rows"] == 3 and len(meta["missing"]) == len(cells) - 3
     assert pd.read_csv(csv)["delta_lb"].notna().all()
     assert (csv.parent / "results.png").stat().st_size > 0
+    # mean ± sd over seeds per grid value (seed excepted)
+    by_size = {g["size"]: g for g in meta["summary"]}
+    sizes = [c.parameters["size"] for c in cells[:3]]
+    assert {k: v["cells"] for k, v in by_size.items()} == {z: sizes.count(z) for z in set(sizes)}
+    lb = float(rows[0]["delta_lb"])
+    two = next(g for g in by_size.values() if g["cells"] == 2)
+    assert two["delta_lb"]["mean"] == pytest.approx(lb, abs=1e-6) and two["delta_lb"]["sd"] == 0.0
+    assert next(g for g in by_size.values() if g["cells"] == 1)["delta_lb"]["sd"] is None
     counts = json.loads((csv.parent / "calibration.json").read_text())
     assert counts["rounds"] == 3 and counts["strict"]["n"] == 3
     # a cell whose record is for other parameters is not counted

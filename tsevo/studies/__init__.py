@@ -53,6 +53,7 @@ _LAZY: dict[str, str] = {
     "transfer_table": "tsevo.studies.paper",
     "cell_rows": "tsevo.studies.results",
     "frame_rows": "tsevo.studies.results",
+    "study_summary": "tsevo.studies.results",
     "study_frame": "tsevo.studies.results",
     "write_results": "tsevo.studies.results",
     "run_spec": "tsevo.studies.command",
@@ -87,6 +88,7 @@ __all__ = [
     "run_spec",
     "run_study",
     "study_frame",
+    "study_summary",
     "transfer_table",
     "write_results",
 ]
@@ -109,7 +111,13 @@ if TYPE_CHECKING:
         run_outcome,
         transfer_table,
     )
-    from tsevo.studies.results import cell_rows, frame_rows, study_frame, write_results
+    from tsevo.studies.results import (
+        cell_rows,
+        frame_rows,
+        study_frame,
+        study_summary,
+        write_results,
+    )
     from tsevo.studies.spec import StudySpec, expand_cells, grid_points, load_spec
 
 

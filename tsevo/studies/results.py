@@ -20,7 +20,17 @@ from tsevo.fileio import atomic_write_text
 from tsevo.store import RunLayout
 from tsevo.studies.spec import StudySpec, expand_cells
 
-__all__ = ["cell_rows", "frame_rows", "study_frame", "write_results"]
+__all__ = ["GROUP_BY", "cell_rows", "frame_rows", "study_frame", "study_summary", "write_results"]
+
+GROUP_BY: dict[str, list[str]] = {
+    "91_study_main_table": ["method", "task"],
+    "92_study_transfer": ["task"],
+    "93_study_ablations": ["ablation"],
+    "94_study_gate_calibration": [],
+    "95_study_multi_round": ["round"],
+    "96_study_funnel": ["step"],
+}
+"""Study notebook -> the row columns its summary groups by (besides the grid's, seed excepted)."""
 
 
 def frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -73,11 +83,48 @@ def study_frame(spec: StudySpec, out: str | Path = "runs/experiments") -> pd.Dat
     return frame
 
 
+def study_summary(spec: StudySpec, frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Mean, sd and count of every numeric column per group, over the cells (seeds) of a study.
+
+    Groups: the notebook's own keys (:data:`GROUP_BY`) and every grid parameter except ``seed``,
+    so the spread is the spread over seeds. ``sd`` is the sample standard deviation (``None``
+    with one cell).
+    """
+    if frame.empty:
+        return []
+    keys = [k for k in sorted(spec.grid) if k != "seed" and k in frame]
+    keys += [k for k in GROUP_BY.get(spec.notebook, []) if k in frame and k not in keys]
+    skip = {"cell", "seed", *keys}
+    numeric = [
+        c
+        for c in frame.columns
+        if c not in skip
+        and pd.api.types.is_numeric_dtype(frame[c])
+        and not pd.api.types.is_bool_dtype(frame[c])
+    ]
+    out = []
+    groups = frame.groupby(keys, sort=True, dropna=False) if keys else [((), frame)]
+    for key, part in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        row: dict[str, Any] = dict(zip(keys, key, strict=True))
+        row["cells"] = int(part["cell"].nunique())
+        for c in numeric:
+            vals = part[c].dropna().astype(float)
+            row[c] = {
+                "mean": round(float(vals.mean()), 6) if len(vals) else None,
+                "sd": round(float(vals.std(ddof=1)), 6) if len(vals) > 1 else None,
+                "n": len(vals),
+            }
+        out.append(json.loads(json.dumps(row, default=str)))
+    return out
+
+
 def write_results(spec: StudySpec, out: str | Path = "runs/experiments") -> Path:
     """Write the study's results into ``<out>/<study>/``.
 
     * ``results.csv``: :func:`study_frame`;
-    * ``results.json``: the rows, the cells held and the cells missing;
+    * ``results.json``: the rows, the cells held and the cells missing, and the mean ± sd over
+      seeds of every numeric column per group (:func:`study_summary`);
     * ``results.png``: the study's figure (:func:`tsevo.widgets.study_figure`), when its notebook
       has one and a cell finished;
     * the paper's checks: ``directions.csv`` for the ablation study
@@ -102,6 +149,7 @@ def write_results(spec: StudySpec, out: str | Path = "runs/experiments") -> Path
         "rows": len(frame),
         "cells": sorted(set(frame["cell"])) if len(frame) else [],
         "missing": frame.attrs["missing"],
+        "summary": study_summary(spec, frame),
     }
     if len(frame) and spec.notebook in STUDY_FIGURES:
         fig = study_figure(spec.notebook, frame)
