@@ -301,3 +301,14 @@ def test_every_study_spec_loads_and_names_a_figure(path: Path, tmp_path: Path) -
     assert studies.expand_cells(spec, tmp_path)
     if spec.notebook.startswith("9") and spec.notebook != "90_study_base_vs_evolved_vs_expert":
         assert spec.notebook in widgets.STUDY_FIGURES
+
+
+def test_the_report_command_says_what_is_missing(tmp_path: Path, capsys: Any) -> None:
+    from tsevo.cli import main
+
+    spec = REPO / "experiments" / "funnel.json"
+    assert main(["study", "report", str(spec), "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "funnel: 0 rows from 0 cells" in out and "not finished (6)" in out
+    meta = json.loads((tmp_path / "funnel" / "results.json").read_text())
+    assert meta["cells"] == [] and len(meta["missing"]) == 6 and "figure" not in meta
