@@ -13,6 +13,7 @@ from tsevo.marachain import (
     RootMismatchError,
     accept,
     chain_node_id,
+    chain_start,
     check_root,
     decisions,
     direct_node_id,
@@ -166,3 +167,21 @@ def test_node_scores_credit_only_attributable_repairs_and_round_trip():
         NodeScore(("p",), ("P",), (1,), (0,), ("K",))
     with pytest.raises(ValueError, match="not in batch"):
         NodeScore.from_outcome(BATCH, repairs=["zz"], harms=[])
+
+
+# ---- where a chain starts -----------------------------------------------------------------------
+def test_chain_starts_from_the_strongest_or_the_last_scored_rejected_attempt():
+    a1, a2 = _direct(1, _score(0, 1)), _direct(2, _score(0, 0))
+    a3 = ChainNode("r1.g1.a3", "g1", "direct", 3, 0, "", "", 2, "d3", None, "rejected_check")
+    strongest = chain_start([a1, a2, a3], "strongest", BAR)
+    assert strongest.yes and strongest.node_id == a2.node_id  # net 0 beats net -1
+    last = chain_start([a2, a1, a3], "last", BAR)
+    assert last.yes and last.node_id == a2.node_id  # a3 was never scored
+    weaker = _direct(2, _score(0, 3))
+    assert chain_start([weaker, a1], "last", BAR).node_id == weaker.node_id
+    assert chain_start([weaker, a1], "strongest", BAR).node_id == a1.node_id
+    passing = chain_start([a1, _direct(2, _score(1, 0))], "strongest", BAR)
+    assert not passing.yes and passing.node_id is None and "no chain" in passing.reason
+    assert not chain_start([a3], "strongest", BAR).yes
+    with pytest.raises(ValueError, match="only direct"):
+        chain_start([_chain(1, 3, _score(0, 0), "r1.g1.a1")], "last", BAR)

@@ -14,7 +14,16 @@ engine, which sits above this package and will call it after a group's direct at
 * :mod:`~tsevo.marachain.history`: the per-question score history and changelog a step sees.
 """
 
-from .acceptance import ACCEPTANCE_VARIANTS, Decision, accept, decisions, early_stop, winner
+from .acceptance import (
+    ACCEPTANCE_VARIANTS,
+    START_RULES,
+    Decision,
+    accept,
+    chain_start,
+    decisions,
+    early_stop,
+    winner,
+)
 from .config import MARA_PRESETS, Caps, MaraConfig, mara_params, mara_preset
 from .history import ChangeEntry, HistoryNode, ScoreHistory
 from .ledger import AXES, ChainLedger, LedgerEntry, Spend, read_ledger_lines
@@ -54,6 +63,7 @@ __all__ = [
     "FACTS",
     "MARA_PRESETS",
     "SAMPLERS",
+    "START_RULES",
     "Bar",
     "BarCheck",
     "BatchSpec",
@@ -75,6 +85,7 @@ __all__ = [
     "accept",
     "chain_id",
     "chain_node_id",
+    "chain_start",
     "check_root",
     "decisions",
     "direct_node_id",

@@ -29,8 +29,10 @@ from .score import Bar, NodeScore, strength_key
 __all__ = [
     "ACCEPTANCE_VARIANTS",
     "EPS_SUM",
+    "START_RULES",
     "Decision",
     "accept",
+    "chain_start",
     "decisions",
     "early_stop",
     "winner",
@@ -38,6 +40,8 @@ __all__ = [
 
 #: The variants, by their ``MaraConfig.acceptance`` name.
 ACCEPTANCE_VARIANTS: tuple[str, ...] = ("paper", "code")
+#: Where a chain starts (``MaraConfig.start``).
+START_RULES: tuple[str, ...] = ("strongest", "last")
 #: The margin by which ``code`` needs the raw sum to beat the parent's.
 EPS_SUM = 1e-8
 
@@ -152,3 +156,32 @@ def decisions(nodes: Iterable[ChainNode], parent: NodeScore, bar: Bar) -> Mappin
     """Both variants' winners side by side (``{"paper": ..., "code": ...}``), for reports."""
     items = list(nodes)
     return {v: winner(items, parent, v, bar) for v in ACCEPTANCE_VARIANTS}
+
+
+def chain_start(direct: Iterable[ChainNode], start: str, bar: Bar) -> Decision:
+    """Whether a group's direct attempts spawn a chain, and from which node (v0).
+
+    No chain when a direct attempt clears the bar (it is submitted as published) or when no
+    attempt was scored (nothing to refine). Otherwise v0 is the scored attempt with the best
+    strength key (``strongest``) or the last scored one (``last``, the Mara paper's choice).
+    ``Decision.variant`` holds the start rule.
+
+    Raises:
+        ValueError: For an unknown rule or a node that is not a direct attempt.
+    """
+    if start not in START_RULES:
+        raise ValueError(f"chain start must be one of {list(START_RULES)}, got {start!r}")
+    nodes = list(direct)
+    if any(n.kind != "direct" for n in nodes):
+        raise ValueError("chain_start: only direct attempts choose v0")
+    scored = [n for n in nodes if n.score is not None]
+    passing = [n.node_id for n in scored if n.score is not None and bar.check(n.score).passed]
+    if passing:
+        return Decision(False, start, f"direct attempt {passing[0]} clears the bar: no chain")
+    if not scored:
+        return Decision(False, start, f"none of {len(nodes)} direct attempts was scored: no chain")
+    if start == "strongest":
+        v0 = max(scored, key=_strength)
+    else:
+        v0 = max(scored, key=lambda n: n.local_seq)
+    return Decision(True, start, f"{start} rejected direct attempt of {len(scored)}", v0.node_id)

@@ -221,6 +221,10 @@ class MaraConfig:
         """Whether this is the default config (chains off, every setting at its default)."""
         return self == MaraConfig()
 
+    def draw_seed(self, protocol_seed: int) -> str:
+        """The seed of the pool's draws in a run with ``protocol_seed`` (both seeds mixed)."""
+        return f"{protocol_seed}.{self.seed}"
+
     def round_caps(self) -> Caps:
         """The per-round caps on steps, rollouts, LLM calls and tokens."""
         return Caps(
