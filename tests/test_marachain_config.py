@@ -6,7 +6,7 @@ from dataclasses import fields
 
 import pytest
 
-from tsevo.evolve.knobs import check_knobs as protocol_check_knobs
+from tsevo.knobs import check_knobs as protocol_check_knobs
 from tsevo.marachain import MARA_PRESETS, MaraConfig, mara_params, mara_preset
 
 

@@ -29,13 +29,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from tsevo.knobs import check_knobs, coerce, knob
 from tsevo.library.forecasting import (
     ChronosUnavailableError,
     configured_chronos_model,
     resolve_chronos_model,
 )
-
-from .knobs import check_knobs, coerce, knob
 
 __all__ = [
     "PAPER_ABLATIONS",

@@ -30,10 +30,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from tsevo.data import Question, QuestionView
+from tsevo.knobs import check_knobs, coerce, knob
 from tsevo.roles import RoleSet
 from tsevo.roles.protocols import Answerer, Example
-
-from .knobs import check_knobs, coerce, knob
 
 __all__ = [
     "PAPER_BASELINES",

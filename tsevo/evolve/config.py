@@ -23,9 +23,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from tsevo.knobs import check_knobs, coerce, exact, knob
+
 from .ablation import AblationConfig, ablation_name, paper_ablation
 from .baseline import AnswerConfig, answer_params
-from .knobs import check_knobs, coerce, exact, knob
 
 __all__ = ["AblationConfig", "AnswerConfig", "ProtocolConfig", "exact"]
 

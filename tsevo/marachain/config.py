@@ -4,8 +4,7 @@
 TimeEvo synthesis (design §1.3). The ``marachain`` preset (:data:`MARA_PRESETS`) is the Mara Chain
 paper's setting, depth 5 and a pool of 3. Every field is declared with :func:`knob` (documentation
 and bounds in the field metadata) and validated by :func:`check_knobs` in ``__post_init__``, the
-same mechanism and the same metadata keys as :mod:`tsevo.evolve.knobs`, whose layer sits above
-this package (so the two validators are kept apart until the knob helpers move below both).
+same mechanism as the protocol's (:mod:`tsevo.knobs`, in the bottom layer so that both use it).
 
 Nesting (done by the engine, not here): ``ProtocolConfig.marachain: MaraConfig`` with
 ``MaraConfig()`` as its default; ``to_dict`` drops the key while :attr:`MaraConfig.is_default`,
@@ -15,10 +14,11 @@ so a chain-off run's ``config.json`` keeps its bytes; ``from_params`` takes the
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
+
+from tsevo.knobs import check_knobs, coerce, knob
 
 __all__ = [
     "MARA_PRESETS",
@@ -31,79 +31,11 @@ __all__ = [
 ]
 
 _OWNER = "ProtocolConfig.marachain"
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
 
 
-def knob(
-    default: Any,
-    doc: str,
-    *,
-    lo: float | None = None,
-    hi: float | None = None,
-    choices: tuple[str, ...] | None = None,
-    gap: bool = False,
-) -> Any:
-    """A dataclass field with its documentation and validation bounds in the metadata.
-
-    The metadata keys are those of :func:`tsevo.evolve.knobs.knob` (``doc``, ``lo``, ``hi``,
-    ``choices``, ``gap``), so the protocol's ``describe`` and validators read these fields alike.
-    """
-    meta: dict[str, Any] = {"doc": doc, "lo": lo, "hi": hi, "choices": choices, "gap": gap}
-    return field(default=default, metadata=meta)
-
-
-def check_knobs(obj: Any, owner: str) -> None:
-    """Validate every knob of a frozen config against its default's type and its metadata.
-
-    An int given for a float knob is stored as a float.
-
-    Raises:
-        TypeError: A value of the wrong type (named ``owner.field``).
-        ValueError: A value out of bounds, not finite, or not among the choices.
-    """
-    for f in fields(obj):
-        value: Any = getattr(obj, f.name)
-        want: type = type(f.default)
-        if want is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-            object.__setattr__(obj, f.name, value)
-        if want is int and isinstance(value, bool):
-            raise TypeError(f"{owner}.{f.name}: expected int, got bool {value!r}")
-        if not isinstance(value, want):
-            raise TypeError(
-                f"{owner}.{f.name}: expected {want.__name__}, got {type(value).__name__} {value!r}"
-            )
-        meta = f.metadata
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{owner}.{f.name}: must be finite, got {value!r}")
-        if meta["lo"] is not None and value < meta["lo"]:
-            raise ValueError(f"{owner}.{f.name}: must be >= {meta['lo']}, got {value!r}")
-        if meta["hi"] is not None and value > meta["hi"]:
-            raise ValueError(f"{owner}.{f.name}: must be <= {meta['hi']}, got {value!r}")
-        if meta["choices"] is not None and value not in meta["choices"]:
-            raise ValueError(
-                f"{owner}.{f.name}: must be one of {list(meta['choices'])}, got {value!r}"
-            )
-
-
-def _coerce(name: str, value: Any, want: type) -> Any:
+def _coerce_param(name: str, value: Any, want: type) -> Any:
     """Read a string parameter as the knob's type (``"3"``, ``"code"``, ``"false"``)."""
-    if not isinstance(value, str) or want is str:
-        return value
-    text = value.strip()
-    try:
-        if want is bool:
-            if text.lower() in _TRUE | _FALSE:
-                return text.lower() in _TRUE
-            raise ValueError(text)
-        if want is int:
-            return int(text)
-        if want is float:
-            return float(text)
-    except ValueError:
-        pass
-    raise TypeError(f"{_OWNER}.{name}: cannot read {value!r} as {want.__name__}")
+    return coerce(_OWNER, name, value, want)
 
 
 @dataclass(frozen=True)
@@ -278,7 +210,7 @@ class MaraConfig:
         unknown = sorted(set(params) - set(kinds))
         if unknown:
             raise TypeError(f"{_OWNER}: unknown setting(s) {unknown}")
-        return cls(**{k: _coerce(k, v, kinds[k]) for k, v in params.items()})
+        return cls(**{k: _coerce_param(k, v, kinds[k]) for k, v in params.items()})
 
     def describe(self) -> list[dict[str, Any]]:
         """One row per knob: ``{"name", "value", "default", "doc"}`` (names ``marachain.<knob>``)."""
@@ -339,5 +271,5 @@ def mara_params(
     unknown = sorted(set(settings) - set(kinds))
     if unknown:
         raise TypeError(f"{_OWNER}: unknown setting(s) {unknown}")
-    base.update({k: _coerce(k, v, kinds[k]) for k, v in settings.items()})
+    base.update({k: _coerce_param(k, v, kinds[k]) for k, v in settings.items()})
     return lowered, MaraConfig.from_params(base)

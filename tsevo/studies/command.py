@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from tsevo.studies.grid import run_study
+from tsevo.studies.results import write_results
 from tsevo.studies.spec import StudySpec, load_spec
 
 __all__ = [
@@ -81,8 +82,6 @@ def report_command(args: argparse.Namespace) -> int:
 
     Exit 1 when no cell has finished yet.
     """
-    from tsevo.studies.results import write_results
-
     spec = load_spec(args.spec)
     csv = write_results(spec, args.out)
     meta = json.loads((csv.parent / "results.json").read_text(encoding="utf-8"))

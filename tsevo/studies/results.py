@@ -18,7 +18,9 @@ import pandas as pd
 
 from tsevo.fileio import atomic_write_text
 from tsevo.store import RunLayout
+from tsevo.studies.paper import ablation_directions, calibration_counts
 from tsevo.studies.spec import StudySpec, expand_cells
+from tsevo.widgets import STUDY_FIGURES, study_figure
 
 __all__ = ["GROUP_BY", "cell_rows", "frame_rows", "study_frame", "study_summary", "write_results"]
 
@@ -135,9 +137,6 @@ def write_results(spec: StudySpec, out: str | Path = "runs/experiments") -> Path
     Returns:
         The CSV's path.
     """
-    from tsevo.studies.paper import ablation_directions, calibration_counts
-    from tsevo.widgets import STUDY_FIGURES, study_figure
-
     frame = study_frame(spec, out)
     folder = Path(out) / spec.name
     folder.mkdir(parents=True, exist_ok=True)
