@@ -47,3 +47,14 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def tests_data() -> Path:
     return TESTS_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real tiny round (synthetic tiny preset, seed 5), shared by the xdist workers."""
+    from tsevo import notebook as nb
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cfg = nb.QuickstartConfig(run_dir=str(root / "tsevo-tiny-seed5"))
+    return nb.ensure_run(cfg, log=lambda _: None)

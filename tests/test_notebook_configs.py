@@ -8,7 +8,6 @@ tiny preset, seed 5), so a table that drifts from what the round stored fails he
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import fields
 from pathlib import Path
@@ -20,14 +19,6 @@ from tsevo import notebook as nb
 from tsevo.evolve import ProtocolConfig
 from tsevo.roles import RoleSet
 from tsevo.store import RunStore
-
-
-@pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    cfg = nb.QuickstartConfig(run_dir=str(root / "tsevo-tiny-seed5"))
-    return nb.ensure_run(cfg, log=lambda _: None)
 
 
 # --------------------------------------------------------------------------------------- configs

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import configparser
-import os
 import re
 from dataclasses import fields
 from pathlib import Path
@@ -145,14 +144,6 @@ def test_unknown_parameter_fails_before_a_kernel_starts(tmp_path: Path) -> None:
         studies.execute_notebooks(
             tmp_path, notebooks=[NOTEBOOKS[0]], out_dir=tmp_path, parameters={"sead": 1}
         )
-
-
-@pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    cfg = nb.QuickstartConfig(run_dir=str(root / "tsevo-tiny-seed5"))
-    return nb.ensure_run(cfg, log=lambda _: None)
 
 
 def _kernel() -> str:

@@ -9,7 +9,6 @@ against what the runs themselves stored, so a table that drifts from the round's
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -28,14 +27,6 @@ from tsevo.studies import load_spec
 from tsevo.testing import BuiltinResponder, FakeOpenAIServer
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    cfg = nb.QuickstartConfig(run_dir=str(root / "tsevo-tiny-seed5"))
-    return nb.ensure_run(cfg, log=lambda _: None)
 
 
 def _test_record(run: Path, r: int = 1) -> dict[str, Any]:

@@ -7,7 +7,6 @@ single-round path), evolved once per session.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -26,26 +25,12 @@ from tsevo.widgets import (
 )
 from tsevo.widgets.export import default_assets_dir
 
-from tsevo import notebook as nb
 from tsevo.analysis import FLIPS_COLUMNS, PRUNE_COLUMNS, TOOLS_COLUMNS, flips_df, tools_df
 from tsevo.library.calibration import fit_calibration
 from tsevo.store import RunStore
 
 PNG = b"\x89PNG\r\n\x1a\n"
 EVIL = "<script>alert('x')</script>"
-
-
-def shared_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One run per session; xdist workers of the same session share it (ensure_run locks)."""
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    return root / "tsevo-tiny-seed5"
-
-
-@pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cfg = nb.QuickstartConfig(run_dir=str(shared_run_dir(tmp_path_factory)))
-    return nb.ensure_run(cfg, log=lambda _: None)
 
 
 @pytest.fixture(scope="session")
