@@ -1,0 +1,81 @@
+"""Small constructed trace sets for the taxonomy tests (no run, no sandbox: built in memory).
+
+:func:`planted` answers ``n`` train questions with a one-tool library; on a planted set of
+questions (a seeded hash picks them) the tool times out and the answer fails far more often. Val
+and test questions carry a sentinel in their text, for the canary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+
+import numpy as np
+
+from tsevo.agent import AnswerRecord, StageStep, ToolRun
+from tsevo.data import Question
+from tsevo.taxonomy.traces import Trace, normalize, trace_id
+
+SENTINEL = "ZQXSENTINEL"
+TEMPLATES = (
+    ("What is the period of the repeating pattern, in steps?", ("5 steps", "12 steps", "33 steps")),
+    ("Does the series trend upward or downward over time?", ("upward", "downward", "flat")),
+    ("Which candidate series matches the reference copy?", ("Series A", "Series B", "Series C")),
+)
+
+
+def _u(*parts: object) -> float:
+    h = hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()
+    return int(h[:12], 16) / 16**12
+
+
+def planted(n: int = 240, seed: int = 0, rate: float = 0.2) -> tuple[list[Trace], set[str]]:
+    """Traces of ``n`` train questions (plus val/test ones left out) and the planted trace ids."""
+    questions: dict[str, Question] = {}
+    records: dict[str, AnswerRecord] = {}
+    splits: dict[str, str] = {}
+    planted_q: set[str] = set()
+    for i in range(n + 20):
+        split = "train" if i < n else ("val" if i % 2 else "test")
+        text, options = TEMPLATES[i % 3]
+        if split != "train":
+            text = f"{text} {SENTINEL}"
+            options = (*options[:2], f"{SENTINEL} option")
+        qid = f"src-{i:04d}"
+        series = {"x": np.sin(np.arange(40 + (i % 7) * 30) * (1 + i / 7))}
+        gold = int(_u("gold", seed, i) * 3)
+        q = Question(id=qid, source="synthetic", task=f"synthetic/task{i % 3}", question=text,
+                     options=options, series=series, primary=("x",), gold=gold,
+                     group=f"grp-{i}", subtask=f"sub{i % 3}")  # fmt: skip
+        bad = _u("plant", seed, i) < rate
+        if bad and split == "train":
+            planted_q.add(qid)
+            run = ToolRun("period_probe", "error", error="timed out", error_kind="timeout")
+            step = StageStep(1, ("period_probe",), (run,), "no_tool", "no evidence", 0, 0)
+            fail = _u("fail", seed, i) < 0.9
+        else:
+            ok = _u("abst", seed, i) < 0.8
+            run = ToolRun("period_probe", "ok" if ok else "abstain", outputs={"period": 12.0})
+            decision = "keep" if ok else "no_decision"
+            step = StageStep(1, ("period_probe",), (run,), decision, "evidence agrees", 0, 0)
+            fail = _u("fail", seed, i) < 0.35
+        answer = gold if not fail else (gold + 1) % 3
+        base = answer
+        step = replace(step, answer_in=base, answer_out=answer)
+        records[qid] = AnswerRecord(qid=qid, fingerprint=q.fingerprint, task=q.task,
+                                    base_answer=base, base_reason="period rule: lag 12",
+                                    steps=(step,), final_answer=answer, correct=not fail)  # fmt: skip
+        questions[qid] = q
+        splits[qid] = split
+    traces = normalize(records, questions, splits, round_=1, library="lib0", seed=seed)
+    return traces, {trace_id(questions[q].fingerprint, 1, "train", "lib0") for q in planted_q}
+
+
+def permuted(traces: list[Trace], seed: int) -> list[Trace]:
+    """The same traces with their outcomes permuted (a seeded shuffle)."""
+    outs = [t.outcome for t in traces]
+    order = np.random.default_rng(seed).permutation(len(outs))
+    return [
+        Trace(t.problem_id, t.task, t.raw_trajectory, {**t.metadata, "outcome": outs[j]})
+        for t, j in zip(traces, order, strict=True)
+    ]
