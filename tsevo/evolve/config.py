@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from tsevo.knobs import check_knobs, coerce, exact, knob
+from tsevo.marachain.config import MaraConfig, mara_params
 
 from .ablation import AblationConfig, ablation_name, paper_ablation
 from .baseline import AnswerConfig, answer_params
 
-__all__ = ["AblationConfig", "AnswerConfig", "ProtocolConfig", "exact"]
+__all__ = ["AblationConfig", "AnswerConfig", "MaraConfig", "ProtocolConfig", "exact"]
 
 _knob = knob
 
@@ -277,12 +278,17 @@ class ProtocolConfig:
         "paper's answering baselines, LLM backend only. Saved only when not the default; a run "
         "resumes only under the same settings.",
     )
+    marachain: MaraConfig = _knob(  # noqa: RUF009 - a frozen (immutable) default
+        MaraConfig(),
+        "Mara chains (tsevo.marachain, marachain.<knob>): rejected candidates refined along chains; "
+        "depth 0 (the default) is the published K-attempt loop. Saved only when not the default.",
+    )
 
     def __post_init__(self) -> None:
-        if isinstance(self.ablation, Mapping):
-            object.__setattr__(self, "ablation", AblationConfig.from_dict(self.ablation))
-        if isinstance(self.answer, Mapping):
-            object.__setattr__(self, "answer", AnswerConfig.from_dict(self.answer))
+        nested = (("ablation", AblationConfig), ("answer", AnswerConfig), ("marachain", MaraConfig))
+        for name, kind in nested:  # nested configs given as dicts (config.json)
+            if isinstance(getattr(self, name), Mapping):
+                object.__setattr__(self, name, kind.from_dict(getattr(self, name)))
         check_knobs(self, "ProtocolConfig")
         if self.auto_prune:
             raise ValueError(
@@ -295,9 +301,10 @@ class ProtocolConfig:
         """Return every knob as a JSON-friendly dict (field order; ``ablation`` as a nested dict)."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["ablation"] = self.ablation.to_dict()
-        d["answer"] = self.answer.to_dict()
-        if self.answer.is_default:  # the protocol's answerer: config.json as before baselines
-            del d["answer"]
+        for name in ("answer", "marachain"):  # saved only when not the default, so that
+            d[name] = getattr(self, name).to_dict()  # config.json is as before baselines/chains
+            if getattr(self, name).is_default:
+                del d[name]
         return d
 
     @classmethod
@@ -362,6 +369,7 @@ class ProtocolConfig:
         named = lowered.pop("ablation", None)
         start = base.to_dict() if base is not None else {}
         lowered, answer = answer_params(lowered, start)
+        lowered, mara = mara_params(lowered, start)
         _check_known(lowered.keys(), "from_params")
         coerced = {k: coerce("ProtocolConfig", k, v, kinds[k]) for k, v in lowered.items()}
         ablation = dict(start.get("ablation", {}))
@@ -378,8 +386,7 @@ class ProtocolConfig:
         ablation.update(AblationConfig.from_params(switches).to_dict() if switches else {})
         start.update(coerced)
         start["ablation"] = AblationConfig.from_params(ablation)
-        if answer is not None:
-            start["answer"] = answer
+        start.update({k: v for k, v in (("answer", answer), ("marachain", mara)) if v is not None})
         return cls(**start)
 
     def ablated(self, name: str) -> ProtocolConfig:
@@ -452,7 +459,8 @@ class ProtocolConfig:
     def describe(self) -> list[dict[str, Any]]:
         """Return Table 3 as rows ``{"name", "value", "default", "doc", "decided_gap"}``."""
         values, defaults = self.to_dict(), ProtocolConfig().to_dict()
-        values["answer"], defaults["answer"] = self.answer.to_dict(), AnswerConfig().to_dict()
+        for name, kind in (("answer", AnswerConfig), ("marachain", MaraConfig)):
+            values[name], defaults[name] = getattr(self, name).to_dict(), kind().to_dict()
         return [
             {
                 "name": f.name,

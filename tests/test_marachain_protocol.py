@@ -1,0 +1,43 @@
+"""Mara chains nested in the protocol config (issue 13).
+
+``ProtocolConfig.marachain`` is saved only when not the default, so a chain-off run's
+``config.json`` has no ``marachain`` key (its bytes as before chains); ``marachain.<knob>``
+parameters round-trip through ``config.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tsevo.evolve.config import ProtocolConfig
+from tsevo.marachain import MaraConfig
+
+
+def test_default_config_has_no_marachain_key() -> None:
+    cfg = ProtocolConfig()
+    assert cfg.marachain == MaraConfig()
+    assert "marachain" not in cfg.to_dict()
+    assert "marachain" not in json.loads(cfg.to_json())
+    assert ProtocolConfig.from_params({"marachain.depth": 0}).to_json() == cfg.to_json()
+
+
+def test_marachain_params_round_trip(tmp_path: Any) -> None:
+    cfg = ProtocolConfig.from_params({"marachain.depth": 3})
+    assert cfg.marachain.depth == 3 and cfg.marachain.enabled
+    assert cfg.to_dict()["marachain"]["depth"] == 3
+    back = ProtocolConfig.load(cfg.save(tmp_path / "config.json"))
+    assert back == cfg and back.fingerprint() == cfg.fingerprint()
+    assert ProtocolConfig.from_params({"seed": "2"}, base=cfg).marachain == cfg.marachain
+    assert ProtocolConfig.from_params({"marachain": "marachain"}).marachain.depth == 5
+    assert ProtocolConfig.from_params({"MARACHAIN.ACCEPTANCE": "code"}).marachain.acceptance == (
+        "code"
+    )
+    with pytest.raises(TypeError):
+        ProtocolConfig.from_params({"marachain.nope": 1})
+    with pytest.raises(ValueError):
+        ProtocolConfig.from_params({"marachain.depth": -1})
+    rows = {r["name"]: r for r in cfg.describe()}
+    assert rows["marachain"]["value"]["depth"] == 3 and rows["marachain"]["default"]["depth"] == 0
