@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from tsevo.agent import AnswerRecord, StageStep, ToolRun
-from tsevo.data import Question
+from tsevo.data import Question, Suite
+from tsevo.store import RunStore
 from tsevo.taxonomy.traces import Trace, normalize, trace_id
 
 SENTINEL = "ZQXSENTINEL"
@@ -31,6 +34,25 @@ def _u(*parts: object) -> float:
 
 def planted(n: int = 240, seed: int = 0, rate: float = 0.2) -> tuple[list[Trace], set[str]]:
     """Traces of ``n`` train questions (plus val/test ones left out) and the planted trace ids."""
+    questions, records, splits, planted_q = planted_parts(n, seed, rate)
+    traces = normalize(records, questions, splits, round_=1, library="lib0", seed=seed)
+    return traces, {trace_id(questions[q].fingerprint, 1, "train", "lib0") for q in planted_q}
+
+
+def planted_run(root: Path, n: int = 160, seed: int = 0) -> Path:
+    """A run folder holding only what taxonomy needs: config, suite and round 1's base pass."""
+    questions, records, splits, _ = planted_parts(n, seed, 0.2)
+    store = RunStore.create(root, {"seed": seed, "purpose": "taxonomy test"})
+    Suite("planted", list(questions.values()), splits).save(store.layout.suite)
+    rows = pd.DataFrame([records[q].to_row(timings=False) for q in sorted(records)])
+    store.write_parquet(store.layout.round(1).base_pass, rows)
+    return root
+
+
+def planted_parts(
+    n: int, seed: int, rate: float
+) -> tuple[dict[str, Question], dict[str, AnswerRecord], dict[str, str], set[str]]:
+    """The questions, records, splits and planted question ids behind :func:`planted`."""
     questions: dict[str, Question] = {}
     records: dict[str, AnswerRecord] = {}
     splits: dict[str, str] = {}
@@ -67,8 +89,7 @@ def planted(n: int = 240, seed: int = 0, rate: float = 0.2) -> tuple[list[Trace]
                                     steps=(step,), final_answer=answer, correct=not fail)  # fmt: skip
         questions[qid] = q
         splits[qid] = split
-    traces = normalize(records, questions, splits, round_=1, library="lib0", seed=seed)
-    return traces, {trace_id(questions[q].fingerprint, 1, "train", "lib0") for q in planted_q}
+    return questions, records, splits, planted_q
 
 
 def permuted(traces: list[Trace], seed: int) -> list[Trace]:

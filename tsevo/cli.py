@@ -29,6 +29,7 @@ from tsevo.studies.command import (
     report_command,
     run_command,
 )
+from tsevo.taxonomy.command import add_taxonomy_parser
 from tsevo.testing import scripted
 from tsevo.widgets.export import export_html
 
@@ -434,6 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_report_arguments(srep)
     srep.set_defaults(func=report_command)
+
+    add_taxonomy_parser(sub)
 
     data = sub.add_parser("data", help="make or convert question suites")
     dsub = data.add_subparsers(dest="data_cmd", required=True)

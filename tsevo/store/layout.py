@@ -12,6 +12,7 @@ Layout (DESIGN.md §3)::
       llm/config.json  llm/accounting.json   LLM role configs and accounting (LLM backend only)
       llm_cache.sqlite                    the LLM response cache (LLM backend only)
       notebook_metrics/<name>.json        small metrics a notebook records
+      taxonomy/                           failure taxonomy, traces, drafts, agreement (:class:`TaxonomyPaths`)
       run.lock                            the writers' advisory lock (holder's PID; :class:`RunLock`)
 
 Package code names a run's files only through :class:`RunLayout` and :class:`RoundPaths`; no other
@@ -24,7 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CandidatePaths", "RoundPaths", "RunLayout"]
+__all__ = ["CandidatePaths", "RoundPaths", "RunLayout", "TaxonomyPaths"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
@@ -171,6 +172,49 @@ class RoundPaths:
 
 
 @dataclass(frozen=True)
+class TaxonomyPaths:
+    """A run's failure taxonomy (issue 12): ``taxonomy/``."""
+
+    dir: Path
+
+    @property
+    def taxonomy(self) -> Path:
+        """The current taxonomy version (AdaMAST's flat ``taxonomy.json``)."""
+        return self.dir / "taxonomy.json"
+
+    @property
+    def draft(self) -> Path:
+        """The induced draft, before the gate."""
+        return self.dir / "taxonomy.draft.json"
+
+    @property
+    def lineage(self) -> Path:
+        """One line per edit batch."""
+        return self.dir / "lineage.jsonl"
+
+    @property
+    def manifest(self) -> Path:
+        """Thresholds, metric, models, status (no credentials)."""
+        return self.dir / "manifest.json"
+
+    def traces(self, split: str) -> Path:
+        """Normalized traces of one split (AdaMAST's canonical JSONL)."""
+        return self.dir / "traces" / f"{_safe(split, 'split')}.jsonl"
+
+    def draft_step(self, name: str) -> Path:
+        """One induction step's record (``draft/step3_A.json``)."""
+        return self.dir / "draft" / f"{_safe(name, 'step name')}.json"
+
+    def agreement_round(self, fp12: str, k: int) -> Path:
+        """One gate round's labels and figures."""
+        return self.dir / "agreement" / _safe(fp12, "fingerprint") / f"round_{int(k)}.json"
+
+    def version(self, n: int) -> Path:
+        """A saved version."""
+        return self.dir / "versions" / f"v{int(n)}.json"
+
+
+@dataclass(frozen=True)
 class RunLayout:
     """Every path of one run folder.
 
@@ -270,6 +314,11 @@ class RunLayout:
     def notebook_metrics(self, name: str) -> Path:
         """Metrics a notebook recorded."""
         return self.root / "notebook_metrics" / f"{_safe(name, 'metrics name')}.json"
+
+    @property
+    def taxonomy(self) -> TaxonomyPaths:
+        """The run's failure taxonomy folder."""
+        return TaxonomyPaths(self.root / "taxonomy")
 
     def is_run(self) -> bool:
         """True when the folder holds a run (its config exists)."""

@@ -76,7 +76,7 @@ class Atom:
         base = FEATURES[self.feature].phrase
         if self.value is True:
             return base
-        if self.value is False:
+        if self.value is False or (self.op == "==" and self.value == 0):
             return f"no {base}"
         if self.op == ">=":
             return f"{base} high"
@@ -417,6 +417,18 @@ def induce(traces: Sequence[Trace], cfg: InduceConfig | None = None) -> Inductio
         else:
             kept.append((code, mask))
     steps["step6_dedup"] = dropped
+    for r in roles:
+        kept_roles = {c.applies_to_role for c, _ in kept if c.category == "B"}
+        if roles[r]["active"] and r not in kept_roles and not any(g["role"] == r for g in gaps):
+            why = [d["kept"] for d in dropped if d["dropped"].lower().startswith(r)]
+            gaps.append(
+                {
+                    "axis": "B",
+                    "role": r,
+                    "family": f"role:{r}",
+                    "reason": f"its codes duplicated {', '.join(why) or 'other codes'}",
+                }
+            )
     # S7: unique names (a suffix word, never a placeholder)
     seen: dict[str, int] = {}
     codes = []

@@ -1,0 +1,363 @@
+"""The builtin agreement gate: four different readers label gate-pool errors (design §4).
+
+The panel (``builtin-4view``) holds four pure readers, each of its own view, the taxonomy and a
+shared base (the induction pool's failures, labelled by the codes' detectors):
+
+* *Alpha, rules*: codes whose detector holds on the trace's features;
+* *Beta, exemplars*: codes held by ≥ 2 of the 3 nearest base traces in feature space;
+* *Gamma, text*: TF-IDF cosine of the question and rendered trace against each code's profile
+  (its prose and its evidence traces' renderings), threshold fitted on the base (best F1);
+* *Delta, sequences*: per-code logistic regression on event-token 1–3-grams, fitted on the base.
+
+Rounds (≤ ``max_rounds`` × ``per_round`` traces) sample the gate pool by strata (wrong with
+evidence, wrong without, tool error or incomplete, right): max(1, n/4) per stratum, then a seeded
+fill, no repeats. Errors are the sampled failed traces (the builtin discovery phase is the
+train outcome). κ (both metrics) and coverage come from :func:`~tsevo.taxonomy.agreement.agreement`;
+``early_stop="paper"`` stops at the first round meeting both. After a failed round, bounded edits:
+≤ 2 merges (codes co-assigned on ≥ 2 errors with firing Jaccard ≥ 0.5 on the base), ≤ 3 relabels
+(used codes with per-code κ < 0.4 get ``when_not_to_use`` from the code most confused with them).
+Builtin ``add`` edits are not made (recorded).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+
+from .agreement import COVERAGE_FLOOR, KAPPA_TARGET, agreement
+from .edits import Edit, LineageEntry, Merge, Relabel, apply_edits
+from .induce import fires
+from .model import Taxonomy
+from .traces import FEATURES, Trace
+
+__all__ = ["READERS", "GateConfig", "GateResult", "gate", "sample_round"]
+
+READERS: tuple[str, ...] = ("alpha", "beta", "gamma", "delta")
+STRATA: tuple[str, ...] = ("wrong_tool", "wrong_no_tool", "tool_error", "right")
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """The gate's numbers."""
+
+    seed: int = 0
+    max_rounds: int = 5
+    per_round: int = 5
+    metric: str = "cohen_area"
+    kappa_target: float = KAPPA_TARGET
+    coverage_floor: float = COVERAGE_FLOOR
+    quorum: int = 2
+    early_stop: str = "paper"
+    max_base: int = 400
+    max_merge: int = 2
+    max_relabel: int = 3
+
+
+@dataclass
+class GateResult:
+    """The gated taxonomy (status set), every round's record and the lineage of edits."""
+
+    taxonomy: Taxonomy
+    rounds: list[dict[str, Any]]
+    lineage: list[LineageEntry] = field(default_factory=list)
+
+    @property
+    def metric(self) -> str:
+        """The metric that gated."""
+        return str(self.rounds[-1]["metric"]) if self.rounds else "cohen_area"
+
+
+def _h(*parts: Any) -> str:
+    return hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()
+
+
+def _stratum(t: Trace) -> str:
+    f = t.features
+    if f.get("tool.any_error") or f.get("chain.incomplete"):
+        return "tool_error"
+    if not t.failed:
+        return "right"
+    return "wrong_tool" if f.get("tool.evidence") else "wrong_no_tool"
+
+
+def sample_round(pool: Sequence[Trace], used: set[str], k: int, n: int, seed: int) -> list[Trace]:
+    """Round ``k``'s traces: max(1, n/4) per stratum, then a seeded fill; none of ``used``."""
+    left = [t for t in pool if t.problem_id not in used]
+    by: dict[str, list[Trace]] = {s: [] for s in STRATA}
+    for t in left:
+        by[_stratum(t)].append(t)
+    for s in STRATA:
+        by[s].sort(key=lambda t, s=s: _h("gate-sample", seed, k, s, t.problem_id))  # type: ignore[misc]
+    take: list[Trace] = []
+    for s in STRATA:
+        take += by[s][: max(1, n // 4)]
+    rest = sorted(
+        (t for t in left if t not in take), key=lambda t: _h("gate-fill", seed, k, t.problem_id)
+    )
+    take = (take + rest)[:n] if len(take) < n else take[:n]
+    return sorted(take, key=lambda t: t.problem_id)
+
+
+# -- views ------------------------------------------------------------------------------------
+
+
+def _vector(t: Trace, keys: Sequence[tuple[str, Any]]) -> np.ndarray:
+    f = t.features
+    return np.array(
+        [float(f.get(n) == v) if v is not None else float(f.get(n) or 0) for n, v in keys]
+    )
+
+
+def _keys(base: Sequence[Trace]) -> list[tuple[str, Any]]:
+    keys: list[tuple[str, Any]] = []
+    for name, feat in FEATURES.items():
+        if not feat.outcome_blind:
+            continue
+        if feat.kind == "str":
+            vals = sorted({str(t.features.get(name)) for t in base})
+            keys += [(name, v) for v in vals]
+        else:
+            keys.append((name, None))
+    return keys
+
+
+def _text(t: Trace) -> str:
+    return re.sub(r"\d+(\.\d+)?", "0", f"{t.task}\n{t.raw_trajectory}")
+
+
+def _tokens(t: Trace) -> str:
+    f = t.features
+    toks = [
+        f"q_opts{f.get('domain.n_options')}",
+        f"q_len_{f.get('domain.question_len')}",
+        f"q_series_{f.get('domain.series_len')}",
+    ]
+    for e in t.events:
+        detail = e.get("decision") or e.get("error_kind") or e.get("status") or ""
+        if e["kind"] == "answer" and e.get("option") is None:
+            detail = "abstain"
+        toks.append(f"{e['kind']}_{detail}".rstrip("_"))
+    return " ".join(toks)
+
+
+class Panel:
+    """The four readers, fitted once per taxonomy version on the shared base."""
+
+    def __init__(self, tax: Taxonomy, base: Sequence[Trace], by_id: Mapping[str, Trace]) -> None:
+        self.tax = tax
+        self.ids = list(tax.ids)
+        self.base = list(base)
+        self.labels = np.array(
+            [[fires(c.detector, t.features) for c in tax.codes] for t in self.base], dtype=bool
+        ).reshape(len(self.base), len(self.ids))
+        self.keys = _keys(self.base)
+        vecs = np.array([_vector(t, self.keys) for t in self.base])
+        self.scale = np.maximum(np.abs(vecs).max(axis=0), 1.0) if len(vecs) else None
+        self.vecs = vecs / self.scale if len(vecs) else vecs
+        # gamma: TF-IDF profiles (prose + evidence renderings), thresholds fitted on the base
+        self.tfidf = TfidfVectorizer(token_pattern=r"[a-z]+", sublinear_tf=True)
+        docs = [_text(t) for t in self.base]
+        profiles = []
+        for c in tax.codes:
+            ev = [_text(by_id[i]) for i in c.evidence_trace_ids if i in by_id]
+            prose = " ".join(
+                [c.name.replace("_", " "), c.description, c.when_to_use, *c.detection_heuristics]
+            )
+            profiles.append(prose.replace(".", " ").replace("_", " ") + "\n" + "\n".join(ev))
+        self.tfidf.fit(docs + profiles)
+        self.prof = self.tfidf.transform(profiles)
+        sims = (self.tfidf.transform(docs) @ self.prof.T).toarray()
+        self.theta = [_best_threshold(sims[:, j], self.labels[:, j]) for j in range(len(self.ids))]
+        # delta: event-token n-grams, one logistic regression per code
+        self.count = CountVectorizer(token_pattern=r"\S+", ngram_range=(1, 3), binary=True)
+        x = self.count.fit_transform([_tokens(t) for t in self.base])
+        self.models: list[Any] = []
+        for j in range(len(self.ids)):
+            y = self.labels[:, j]
+            if y.all() or not y.any():
+                self.models.append(bool(y.all()))
+            else:
+                self.models.append(LogisticRegression(C=1.0, solver="liblinear").fit(x, y))
+
+    def alpha(self, t: Trace) -> set[str]:
+        return {c.id for c in self.tax.codes if fires(c.detector, t.features)}
+
+    def beta(self, t: Trace) -> set[str]:
+        if not len(self.base):
+            return set()
+        d = np.linalg.norm(self.vecs - _vector(t, self.keys) / self.scale, axis=1)
+        order = sorted(
+            range(len(self.base)), key=lambda i: (round(float(d[i]), 9), self.base[i].problem_id)
+        )
+        votes = self.labels[order[:3]].sum(axis=0)
+        return {self.ids[j] for j in range(len(self.ids)) if votes[j] >= 2}
+
+    def gamma(self, t: Trace) -> set[str]:
+        sims = (self.tfidf.transform([_text(t)]) @ self.prof.T).toarray()[0]
+        return {self.ids[j] for j, th in enumerate(self.theta) if th is not None and sims[j] >= th}
+
+    def delta(self, t: Trace) -> set[str]:
+        x = self.count.transform([_tokens(t)])
+        out = set()
+        for j, m in enumerate(self.models):
+            hit = m if isinstance(m, bool) else m.predict_proba(x)[0, 1] >= 0.5
+            if hit:
+                out.add(self.ids[j])
+        return out
+
+    def readers(self) -> list[Callable[[Trace], set[str]]]:
+        return [self.alpha, self.beta, self.gamma, self.delta]
+
+
+def _best_threshold(sim: np.ndarray, y: np.ndarray) -> float | None:
+    if not y.any():
+        return None
+    best, best_f1 = None, -1.0
+    for th in sorted(set(np.round(sim[y], 9).tolist())):
+        pred = sim >= th
+        tp = int((pred & y).sum())
+        f1 = 2 * tp / (int(pred.sum()) + int(y.sum()))
+        if f1 > best_f1:
+            best, best_f1 = th, f1
+    return best
+
+
+# -- edits ------------------------------------------------------------------------------------
+
+
+def _edits(
+    tax: Taxonomy,
+    panel: Panel,
+    labels: list[dict[str, set[str]]],
+    errors: list[str],
+    per_code: Mapping[str, float],
+    cfg: GateConfig,
+) -> list[Edit]:
+    edits: list[Edit] = []
+    co: Counter[tuple[str, str]] = Counter()
+    for e in errors:
+        votes = Counter(i for lab in labels for i in lab.get(e, ()))
+        cons = sorted(i for i, n in votes.items() if n >= cfg.quorum)
+        co.update((a, b) for a in cons for b in cons if a < b)
+    merged: set[str] = set()
+    for (a, b), n in sorted(co.items()):
+        if len(edits) >= cfg.max_merge or n < 2 or {a, b} & merged:
+            continue
+        ca, cb = tax[a], tax[b]
+        if ca.category != cb.category or ca.applies_to_role != cb.applies_to_role:
+            continue
+        ja, jb = panel.labels[:, panel.ids.index(a)], panel.labels[:, panel.ids.index(b)]
+        u = int((ja | jb).sum())
+        if u and int((ja & jb).sum()) / u >= 0.5:
+            keep, absorb = sorted([a, b], key=lambda i: (len(i), i))
+            edits.append(Merge(keep, (absorb,)))
+            merged |= {a, b}
+    relabels = 0
+    for code_id, k in sorted(per_code.items(), key=lambda kv: (kv[1], kv[0])):
+        if relabels >= cfg.max_relabel or k >= 0.4 or code_id in merged:
+            continue
+        confused: Counter[str] = Counter()
+        for e in errors:
+            if any(code_id in lab.get(e, ()) for lab in labels):
+                confused.update(i for lab in labels for i in lab.get(e, ()) if i != code_id)
+        if not confused:
+            continue
+        other = tax[sorted(confused.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]]
+        theirs = (other.detection_heuristics or (other.description,))[0]
+        ours = (tax[code_id].detection_heuristics or ("this code's pattern",))[0]
+        text = f"Not when the trace fits {other.id} {other.name} ({theirs}) without {ours}."
+        edits.append(Relabel(code_id, {"when_not_to_use": text}))
+        relabels += 1
+    return edits
+
+
+def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None) -> GateResult:
+    """Run the builtin gate on the draft's gate pool; the result's taxonomy carries the status."""
+    cfg = cfg or GateConfig()
+    by_id = {t.problem_id: t for t in traces}
+    gate_pool = sorted(
+        (t for t in traces if t.metadata.get("pool") == "gate"), key=lambda t: t.problem_id
+    )
+    base = sorted(
+        (t for t in traces if t.metadata.get("pool") == "induction" and t.failed),
+        key=lambda t: _h("gate-base", cfg.seed, t.problem_id),
+    )[: cfg.max_base]
+    base.sort(key=lambda t: t.problem_id)
+    max_rounds = min(cfg.max_rounds, len(gate_pool) // max(cfg.per_round, 1))
+    tax, rounds, lineage = draft, [], []
+    used: set[str] = set()
+    panel = Panel(tax, base, by_id) if tax.codes else None
+    decision = None
+    for k in range(1, max_rounds + 1):
+        batch = sample_round(gate_pool, used, k, cfg.per_round, cfg.seed)
+        used |= {t.problem_id for t in batch}
+        errs = [t for t in batch if t.failed]
+        errors = [f"{t.problem_id}#{t.events[-1]['seq']}" for t in errs]
+        labels: list[dict[str, set[str]]] = [{} for _ in READERS]
+        if panel is not None:
+            for r, reader in enumerate(panel.readers()):
+                labels[r] = {e: reader(t) for e, t in zip(errors, errs, strict=True)}
+        res = agreement(
+            labels,
+            errors,
+            tax,
+            metric=cfg.metric,
+            kappa_target=cfg.kappa_target,
+            coverage_floor=cfg.coverage_floor,
+            quorum=cfg.quorum,
+        )
+        decision = res
+        passed = res.status == "accepted"
+        rounds.append(
+            {
+                "round": k,
+                "fingerprint": tax.fingerprint,
+                "traces": [t.problem_id for t in batch],
+                "errors": errors,
+                "labels": {
+                    name: {e: sorted(v) for e, v in lab.items()}
+                    for name, lab in zip(READERS, labels, strict=True)
+                },
+                "metric": res.metric,
+                "cohen_area": res.cohen_area,
+                "fleiss_code_macro": res.fleiss_code_macro,
+                "fleiss_per_code": dict(sorted(res.fleiss_per_code.items())),
+                "coverage": res.coverage,
+                "passed": passed,
+                "reason": res.decision.reason,
+                "gated_by": res.metric,
+            }
+        )
+        if passed and cfg.early_stop == "paper":
+            break
+        if k < max_rounds and panel is not None:
+            edits = _edits(tax, panel, labels, errors, res.fleiss_per_code, cfg)
+            if edits:
+                batch_ = apply_edits(tax, edits, trigger=f"gate round {k}")
+                tax = batch_.taxonomy
+                lineage.append(batch_.entry)
+                panel = Panel(tax, base, by_id)
+    if decision is None:
+        final = tax.with_status(
+            "review_required",
+            agreement={
+                "final_kappa": None,
+                "final_coverage": None,
+                "rounds_completed": 0,
+                "metric": cfg.metric,
+                "reason": "gate pool too small for one round",
+            },
+        )
+    else:
+        record = decision.as_generation(len(rounds))
+        record["panel"] = "builtin-4view"
+        final = tax.with_status(decision.status, agreement=record)
+    return GateResult(final, rounds, lineage)

@@ -1,0 +1,126 @@
+"""A run's taxonomy on disk: its traces from a round's base pass, induce and gate artifacts.
+
+Every path comes from :class:`~tsevo.store.RunLayout` (``layout.taxonomy``); JSON is written with
+sorted keys and no timestamps, so reruns are byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tsevo.agent import AnswerRecord
+from tsevo.data import Suite
+from tsevo.store import RunStore
+
+from .gate import GateConfig, GateResult, gate
+from .induce import InduceConfig, Induction, induce
+from .jsonio import append_lineage, load_taxonomy, save_taxonomy
+from .model import Taxonomy
+from .traces import Trace, normalize, read_traces, write_traces
+
+__all__ = ["base_round", "gate_run", "induce_run", "run_traces", "show_run"]
+
+
+def _store(run: str | Path | RunStore) -> RunStore:
+    return run if isinstance(run, RunStore) else RunStore.open(run)
+
+
+def base_round(store: RunStore) -> int:
+    """The latest round with a stored base pass (its library is the richest train chain)."""
+    r, last = 1, 0
+    while store.layout.round(r).base_pass.exists():
+        last, r = r, r + 1
+    if not last:
+        raise FileNotFoundError(f"{store.layout.root}: no round has a base pass yet")
+    return last
+
+
+def run_traces(run: str | Path | RunStore, round_: int | None = None, seed: int = 0) -> list[Trace]:
+    """The normalized train traces of a round's base pass (default: the latest round)."""
+    store = _store(run)
+    r = base_round(store) if round_ is None else int(round_)
+    paths = store.layout.round(r)
+    df = store.read_parquet(paths.base_pass)
+    records = {str(row["qid"]): AnswerRecord.from_row(row) for row in df.to_dict("records")}
+    suite = Suite.load(store.layout.suite)
+    summary = store.read_json_or(paths.summary, {}) or {}
+    arm = str((summary.get("arms") or {}).get("train_base", ""))
+    library = arm.split(".", 1)[1] if "." in arm else ""
+    questions = {q.id: q for q in suite}
+    return normalize(records, questions, suite.splits, round_=r, library=library, seed=seed)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n", "utf-8")
+
+
+def induce_run(
+    run: str | Path | RunStore, *, round_: int | None = None, config: InduceConfig | None = None
+) -> Induction:
+    """Normalize the traces and induce a draft, written under the run's taxonomy folder.
+
+    Writes the train traces, one record per induction step, the draft and the manifest.
+    """
+    store = _store(run)
+    cfg = config or InduceConfig()
+    tp = store.layout.taxonomy
+    traces = run_traces(store, round_, seed=cfg.seed)
+    write_traces(traces, tp.traces("train"))
+    result = induce(traces, cfg)
+    for name, record in result.steps.items():
+        _write_json(tp.draft_step(name), record)
+    save_taxonomy(result.taxonomy, tp.draft)
+    _write_json(
+        tp.manifest,
+        {
+            "induce": {
+                "config": cfg.__dict__,
+                "traces": len(traces),
+                "pool": len(result.pool_ids),
+                "gate_pool": len(result.gate_ids),
+            },
+            "draft_fingerprint": result.taxonomy.fingerprint,
+        },
+    )
+    return result
+
+
+def gate_run(run: str | Path | RunStore, *, config: GateConfig | None = None) -> GateResult:
+    """Gate the run's draft on its gate pool, written under the run's taxonomy folder.
+
+    Writes each round's agreement record, the taxonomy (status from the last round), its
+    version, the lineage of gate edits and the manifest.
+    """
+    store = _store(run)
+    cfg = config or GateConfig()
+    tp = store.layout.taxonomy
+    draft = load_taxonomy(tp.draft)
+    traces = read_traces(tp.traces("train"))
+    result = gate(draft, traces, cfg)
+    for rnd in result.rounds:
+        _write_json(tp.agreement_round(rnd["fingerprint"][7:19], rnd["round"]), rnd)
+    if tp.lineage.exists():
+        tp.lineage.unlink()
+    append_lineage(tp.lineage, result.lineage)
+    save_taxonomy(result.taxonomy, tp.taxonomy)
+    save_taxonomy(result.taxonomy, tp.version(result.taxonomy.version_n))
+    manifest = json.loads(tp.manifest.read_text("utf-8")) if tp.manifest.exists() else {}
+    manifest["gate"] = {
+        "config": cfg.__dict__,
+        "panel": "builtin-4view",
+        "metric": result.metric,
+        "status": result.taxonomy.status,
+        "fingerprint": result.taxonomy.fingerprint,
+        "rounds": len(result.rounds),
+    }
+    _write_json(tp.manifest, manifest)
+    return result
+
+
+def show_run(run: str | Path | RunStore) -> Taxonomy:
+    """The run's taxonomy (``taxonomy.json`` if gated, else the draft)."""
+    tp = _store(run).layout.taxonomy
+    return load_taxonomy(tp.taxonomy if tp.taxonomy.exists() else tp.draft)
