@@ -5,9 +5,18 @@ from __future__ import annotations
 import pytest
 
 from tests.taxonomy_fixtures import SENTINEL, planted_run
+from tsevo.analysis.taxonomy import (
+    AGREEMENT_COLUMNS,
+    CODES_COLUMNS,
+    FIRINGS_COLUMNS,
+    agreement_df,
+    codes_df,
+    firings_df,
+)
 from tsevo.cli import main
 from tsevo.store import RunLayout
 from tsevo.taxonomy import load_taxonomy, read_lineage
+from tsevo.taxonomy.runs import gate_run, induce_run
 
 
 def _files(lay: RunLayout) -> dict[str, bytes]:
@@ -48,3 +57,19 @@ def test_cli_induce_gate_show_and_byte_identical_reruns(run, capsys):
     assert _files(lay) == first
     assert main(["taxonomy", "show", str(run)]) == 0
     assert "status" in capsys.readouterr().out
+
+
+def test_frames(run):
+    lay = RunLayout(run)
+    if not lay.taxonomy.taxonomy.exists():
+        induce_run(run)
+        gate_run(run)
+    codes, fired, agr = codes_df(run), firings_df(run), agreement_df(run)
+    assert list(codes.columns) == list(CODES_COLUMNS) and len(codes)
+    assert set(codes["axis"].dropna()) <= {"A", "B", "C"}
+    assert list(fired.columns) == list(FIRINGS_COLUMNS) and len(fired)
+    assert fired["question_id"].notna().all()  # mapped back for grouping
+    assert set(fired["code_id"]) <= set(codes["code_id"])
+    assert list(agr.columns) == list(AGREEMENT_COLUMNS) and len(agr)
+    assert agr.groupby("round")["gating"].sum().eq(1).all()
+    assert str(codes["code_id"].dtype) == "string" and str(agr["value"].dtype) == "Float64"

@@ -205,9 +205,14 @@ class TaxonomyPaths:
         """One induction step's record (``draft/step3_A.json``)."""
         return self.dir / "draft" / f"{_safe(name, 'step name')}.json"
 
+    @property
+    def agreement_dir(self) -> Path:
+        """Folder of the gate rounds, one subfolder per taxonomy fingerprint (12 hex)."""
+        return self.dir / "agreement"
+
     def agreement_round(self, fp12: str, k: int) -> Path:
         """One gate round's labels and figures."""
-        return self.dir / "agreement" / _safe(fp12, "fingerprint") / f"round_{int(k)}.json"
+        return self.agreement_dir / _safe(fp12, "fingerprint") / f"round_{int(k)}.json"
 
     def version(self, n: int) -> Path:
         """A saved version."""

@@ -20,7 +20,15 @@ from .jsonio import append_lineage, load_taxonomy, save_taxonomy
 from .model import Taxonomy
 from .traces import Trace, normalize, read_traces, write_traces
 
-__all__ = ["base_round", "gate_run", "induce_run", "run_traces", "show_run"]
+__all__ = [
+    "agreement_records",
+    "base_round",
+    "gate_run",
+    "induce_run",
+    "run_traces",
+    "show_run",
+    "trace_source",
+]
 
 
 def _store(run: str | Path | RunStore) -> RunStore:
@@ -37,17 +45,22 @@ def base_round(store: RunStore) -> int:
     return last
 
 
+def trace_source(run: str | Path | RunStore, round_: int | None = None) -> tuple[int, str]:
+    """The round whose base pass the traces come from, and its library's fingerprint."""
+    store = _store(run)
+    r = base_round(store) if round_ is None else int(round_)
+    summary = store.read_json_or(store.layout.round(r).summary, {}) or {}
+    arm = str((summary.get("arms") or {}).get("train_base", ""))
+    return r, (arm.split(".", 1)[1] if "." in arm else "")
+
+
 def run_traces(run: str | Path | RunStore, round_: int | None = None, seed: int = 0) -> list[Trace]:
     """The normalized train traces of a round's base pass (default: the latest round)."""
     store = _store(run)
-    r = base_round(store) if round_ is None else int(round_)
-    paths = store.layout.round(r)
-    df = store.read_parquet(paths.base_pass)
+    r, library = trace_source(store, round_)
+    df = store.read_parquet(store.layout.round(r).base_pass)
     records = {str(row["qid"]): AnswerRecord.from_row(row) for row in df.to_dict("records")}
     suite = Suite.load(store.layout.suite)
-    summary = store.read_json_or(paths.summary, {}) or {}
-    arm = str((summary.get("arms") or {}).get("train_base", ""))
-    library = arm.split(".", 1)[1] if "." in arm else ""
     questions = {q.id: q for q in suite}
     return normalize(records, questions, suite.splits, round_=r, library=library, seed=seed)
 
@@ -67,7 +80,8 @@ def induce_run(
     store = _store(run)
     cfg = config or InduceConfig()
     tp = store.layout.taxonomy
-    traces = run_traces(store, round_, seed=cfg.seed)
+    r, library = trace_source(store, round_)
+    traces = run_traces(store, r, seed=cfg.seed)
     write_traces(traces, tp.traces("train"))
     result = induce(traces, cfg)
     for name, record in result.steps.items():
@@ -83,6 +97,7 @@ def induce_run(
                 "gate_pool": len(result.gate_ids),
             },
             "draft_fingerprint": result.taxonomy.fingerprint,
+            "source": {"round": r, "split": "train", "library": library, "kind": "answer"},
         },
     )
     return result
@@ -102,6 +117,11 @@ def gate_run(run: str | Path | RunStore, *, config: GateConfig | None = None) ->
     result = gate(draft, traces, cfg)
     for rnd in result.rounds:
         _write_json(tp.agreement_round(rnd["fingerprint"][7:19], rnd["round"]), rnd)
+    if tp.agreement_dir.exists():  # rounds of an earlier gate run that this one did not rewrite
+        fresh = {tp.agreement_round(r["fingerprint"][7:19], r["round"]) for r in result.rounds}
+        for old in tp.agreement_dir.rglob("round_*.json"):
+            if old not in fresh:
+                old.unlink()
     if tp.lineage.exists():
         tp.lineage.unlink()
     append_lineage(tp.lineage, result.lineage)
@@ -124,3 +144,12 @@ def show_run(run: str | Path | RunStore) -> Taxonomy:
     """The run's taxonomy (``taxonomy.json`` if gated, else the draft)."""
     tp = _store(run).layout.taxonomy
     return load_taxonomy(tp.taxonomy if tp.taxonomy.exists() else tp.draft)
+
+
+def agreement_records(run: str | Path | RunStore) -> list[dict[str, Any]]:
+    """Every stored gate round's record, by round number."""
+    tp = _store(run).layout.taxonomy
+    if not tp.agreement_dir.exists():
+        return []
+    out = [json.loads(p.read_text("utf-8")) for p in tp.agreement_dir.rglob("round_*.json")]
+    return sorted(out, key=lambda r: (int(r["round"]), str(r["fingerprint"])))
