@@ -15,6 +15,8 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
 * the report-only test and summaries: :func:`test_deltas`, :func:`run_summary`,
   :func:`summary_text`, :func:`run_text`, :func:`run_metrics`, :func:`suite_metrics`
 * the synthetic suite's ceiling: :func:`solver_table`
+* Mara chains: :func:`chain_nodes_df`, :func:`chain_scores_df` (and chain rows in
+  :func:`funnel_df`)
 """
 
 from ._runs import load_records, rounds_in, run_suite
@@ -39,6 +41,13 @@ from .gate import (
     paired_table,
     prune_df,
 )
+from .marachain import (
+    CHAIN_FUNNEL_ORDER,
+    CHAIN_NODES_COLUMNS,
+    CHAIN_SCORES_COLUMNS,
+    chain_nodes_df,
+    chain_scores_df,
+)
 from .measurements import MEASUREMENTS_COLUMNS, measurements_df
 from .summary import run_metrics, run_summary, run_text, suite_metrics, summary_text
 from .tables import (
@@ -59,6 +68,9 @@ __all__ = [
     "BUCKETS_COLUMNS",
     "CALIBRATION_COLUMNS",
     "CHAIN_COLUMNS",
+    "CHAIN_FUNNEL_ORDER",
+    "CHAIN_NODES_COLUMNS",
+    "CHAIN_SCORES_COLUMNS",
     "CHANGED_FLIPS_COLUMNS",
     "CONTRACTS_COLUMNS",
     "FAILURES_COLUMNS",
@@ -78,6 +90,8 @@ __all__ = [
     "buckets_table",
     "calibration_table",
     "candidate_source",
+    "chain_nodes_df",
+    "chain_scores_df",
     "chain_table",
     "changed_flips",
     "contracts_table",

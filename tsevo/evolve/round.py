@@ -32,6 +32,7 @@ from tsevo.agent import AnswerRecord
 from tsevo.data import Suite
 from tsevo.library.library import Library, Stage
 from tsevo.library.tool import Tool
+from tsevo.marachain import ChainLedger
 from tsevo.roles import ContractCard, RoleSet, WorkGroup
 
 from .cluster import ClusteringError, ClusteringResult, cluster_errors, error_item
@@ -182,6 +183,10 @@ def synthesize(ctx: RoundContext) -> StepResult:
             ctx.store.write_text(c.source, tool.source)
         ctx.store.write_json(c.meta, {"tool": tool.meta_dict(), "attempt": rec.to_dict()})
 
+    ledger = None
+    if ctx.cfg.marachain.enabled:  # one ledger for every chain of the round
+        path = ctx.paths.chain_ledger if ctx.store is not None and ctx.paths is not None else None
+        ledger = ChainLedger(path)
     outs = [
         run_group(
             g,
@@ -200,6 +205,7 @@ def synthesize(ctx: RoundContext) -> StepResult:
             ids=ctx.ids,
             split_guard=guard,
             on_candidate=save_candidate,
+            ledger=ledger,
         )
         for g in ctx.groups
     ]

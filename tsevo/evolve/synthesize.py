@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from tsevo.agent import AnswerRecord
 from tsevo.data import Question
 from tsevo.library.library import Library, Stage, scope_matches
 from tsevo.library.tool import Provenance, Scope, Tool
+from tsevo.marachain import ChainLedger
 from tsevo.roles.protocols import (
     AttemptFeedback,
     Dossier,
@@ -46,9 +47,11 @@ from tsevo.roles.protocols import (
     WorkGroup,
 )
 
+from .chain import LABEL, ChainInputs, run_builtin_chain
 from .checks import calibrate, check_draft, deliverable_signature, smoke_inputs
 from .config import ProtocolConfig
 from .evaluate import Evaluator
+from .outcome import AttemptRecord, GroupOutcome
 from .views import ViewIds
 
 __all__ = ["AttemptRecord", "GroupOutcome", "check_draft", "run_group", "smoke_inputs"]
@@ -56,82 +59,6 @@ __all__ = ["AttemptRecord", "GroupOutcome", "check_draft", "run_group", "smoke_i
 
 def _h(seed: int, qid: str) -> str:
     return hashlib.sha256(f"{seed}\x02{qid}".encode()).hexdigest()
-
-
-@dataclass
-class AttemptRecord:
-    """One synthesis attempt with its checks and prefilter numbers."""
-
-    attempt: int
-    tool_id: str
-    measurement: str
-    violations: list[str] = field(default_factory=list)
-    repaired: bool = False
-    calibration: dict[str, Any] | None = None
-    checked: bool = False
-    n_held_out: int = 0
-    n_probe: int = 0
-    repairs: list[str] = field(default_factory=list)
-    harms: list[str] = field(default_factory=list)
-    exec_errors: int = 0
-    tool_runs: int = 0
-    passed: bool = False
-    outcome: str = ""
-
-    @property
-    def repair_rate(self) -> float:
-        """Attributable repairs per held-out error."""
-        return len(self.repairs) / self.n_held_out if self.n_held_out else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly dict."""
-        d = dict(self.__dict__)
-        d["repair_rate"] = round(self.repair_rate, 6)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> AttemptRecord:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**{k: v for k, v in d.items() if k != "repair_rate"})
-
-
-@dataclass
-class GroupOutcome:
-    """What synthesis produced for one work group."""
-
-    group_id: str
-    attempts: list[AttemptRecord] = field(default_factory=list)
-    survivor: Tool | None = None
-    replans: int = 0
-    stopped: str = ""
-    adaptations: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly dict (the survivor by id; its files live in candidates/)."""
-        d: dict[str, Any] = {
-            "group_id": self.group_id,
-            "attempts": [a.to_dict() for a in self.attempts],
-            "survivor": self.survivor.id if self.survivor else None,
-            "replans": self.replans,
-            "stopped": self.stopped,
-        }
-        if self.adaptations:  # signature adaptations (groups without one keep their bytes)
-            d["adaptations"] = self.adaptations
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], survivor: Tool | None = None) -> GroupOutcome:
-        """Inverse of :meth:`to_dict`, given the survivor read back from its candidate folder."""
-        if (survivor.id if survivor else None) != d.get("survivor"):
-            raise ValueError(f"group {d['group_id']}: survivor {d.get('survivor')!r} not given")
-        return cls(
-            d["group_id"],
-            [AttemptRecord.from_dict(a) for a in d["attempts"]],
-            survivor,
-            int(d.get("replans", 0)),
-            d.get("stopped", ""),
-            list(d.get("adaptations", [])),
-        )
 
 
 def interleave(lists: Sequence[Sequence[str]], limit: int) -> list[str]:
@@ -158,8 +85,8 @@ def prefilter(
     evaluator: Evaluator,
     cfg: ProtocolConfig,
     rec: AttemptRecord,
-) -> None:
-    """Score one draft on held-out errors and the harm probe; fills ``rec``."""
+) -> dict[str, AnswerRecord]:
+    """Score one draft on held-out errors and the harm probe; fills ``rec``, returns the records."""
     cand = library.append_stage(Stage(round_, (draft,), f"candidate {draft.id}"))
     qs = [*held_out, *probe]
     recs = evaluator.answer("train", cand, qs)
@@ -188,6 +115,7 @@ def prefilter(
     else:
         rec.outcome = "passed"
         rec.passed = True
+    return recs
 
 
 def _attributable(draft: Tool, before: AnswerRecord, after: AnswerRecord) -> bool:
@@ -223,6 +151,7 @@ def run_group(
     ids: ViewIds,
     split_guard: Callable[[str], str] | None = None,
     on_candidate: Callable[[Tool, AttemptRecord], None] | None = None,
+    ledger: ChainLedger | None = None,
 ) -> GroupOutcome:
     """Synthesize, check, calibrate and prefilter up to ``max_synthesis_attempts`` drafts for one group.
 
@@ -301,11 +230,73 @@ def run_group(
         if zero_streak >= cfg.replan_after_zero_repair and attempt < cfg.max_synthesis_attempts:
             group = _replan(group, planner, dossiers, _feedback(tries), out)
             zero_streak = 0
+    if best is None and cfg.marachain.enabled:
+        best, out.chain = _chain(
+            group, round_, library, held_qs, train, base, synthesizer, examples, tries,
+            support_qs, exclude, sandbox, evaluator, cfg, ids, split_guard, on_candidate,
+            ledger if ledger is not None else ChainLedger(),
+        )  # fmt: skip
+        if out.chain is not None:
+            out.stopped = f"{LABEL}: {out.chain['stopped']}"
     if best is not None:
         out.survivor = best[0]
     if not out.stopped:
         out.stopped = "attempts exhausted" if best is None else "best passing attempt kept"
     return out
+
+
+def _chain(
+    group: WorkGroup,
+    round_: int,
+    library: Library,
+    held_qs: Sequence[Question],
+    train: Mapping[str, Question],
+    base: Mapping[str, AnswerRecord],
+    synthesizer: Synthesizer,
+    examples: Sequence[Example],
+    tries: Sequence[tuple[AttemptRecord, Tool]],
+    support_qs: Sequence[Question],
+    exclude: set[str],
+    sandbox: Any,
+    evaluator: Evaluator,
+    cfg: ProtocolConfig,
+    ids: ViewIds,
+    split_guard: Callable[[str], str] | None,
+    on_candidate: Callable[[Tool, AttemptRecord], None] | None,
+    ledger: ChainLedger,
+) -> tuple[tuple[Tool, AttemptRecord] | None, dict[str, Any] | None]:
+    """The builtin Mara chain of a group whose direct attempts all missed the bar."""
+
+    def check(d: Tool, rec: AttemptRecord) -> tuple[Tool, list[str]]:
+        rows = [q for q in train.values() if q.id not in exclude and scope_matches(d.scope, q)]
+        return _checked(d, rec, support_qs, rows, sandbox, cfg, split_guard)
+
+    def score(
+        d: Tool, probe: Sequence[Question], ev: Any, rec: AttemptRecord
+    ) -> dict[str, AnswerRecord]:
+        return prefilter(d, round_, library, held_qs, probe, base, ev, cfg, rec)
+
+    inputs = ChainInputs(
+        group=group,
+        round_=round_,
+        library=library,
+        held_qs=held_qs,
+        base=base,
+        train=train,
+        synthesizer=synthesizer,
+        examples=examples,
+        tries=tries,
+        probe_of=lambda d: _probe(d, train, base, exclude, support_qs, cfg, ids),
+        stamp=lambda d, suffix: _stamp(d, round_, group, suffix, cfg),
+        check=check,
+        score=score,
+        new_record=lambda nid, measurement: AttemptRecord(0, nid, measurement),
+        evaluator=evaluator,
+        cfg=cfg,
+        ledger=ledger,
+        on_candidate=on_candidate,
+    )
+    return run_builtin_chain(inputs)
 
 
 def _ablated(group: WorkGroup, cfg: ProtocolConfig) -> WorkGroup:

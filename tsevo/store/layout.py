@@ -116,6 +116,16 @@ class RoundPaths:
         return CandidatePaths(self.candidates / _safe(tool_id, "tool id"))
 
     @property
+    def chains(self) -> Path:
+        """Folder of the round's Mara chains (only when chains are on)."""
+        return self.dir / "chains"
+
+    @property
+    def chain_ledger(self) -> Path:
+        """The append-only spend log of the round's Mara chains (JSONL)."""
+        return self.chains / "ledger.jsonl"
+
+    @property
     def gate(self) -> Path:
         """The first gate decision."""
         return self.dir / "gate.json"

@@ -1,0 +1,119 @@
+"""Mara chains in the round (issue 13): depth 0 is the published protocol.
+
+* The chain's evaluator answers train questions only (validation and test raise).
+* On the tiny suite, seed 5, work group ``g3`` misses the bar with every direct attempt: with
+  ``depth > 0`` a builtin chain runs, saves its nodes under their chain ids, counts its spend in
+  the round's ledger and is recorded in ``synthesis.json`` and the analysis frames; the same
+  round with chains off (depth 0) has the same direct attempts and no chain anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tsevo.analysis import (
+    CHAIN_FUNNEL_ORDER,
+    CHAIN_NODES_COLUMNS,
+    CHAIN_SCORES_COLUMNS,
+    chain_nodes_df,
+    chain_scores_df,
+    funnel_df,
+)
+from tsevo.data import Question
+from tsevo.evolve.chain import ChainSplitError, TrainOnlyEvaluator
+from tsevo.marachain import ChainLedger, MaraConfig, parse_node_id
+from tsevo.store import RunLayout
+
+from .round_fixtures import run_inprocess
+
+CHAIN_SEED = 5
+
+
+class _Inner:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def answer(self, split: str, library: Any, questions: Any) -> dict[str, Any]:
+        self.calls.append(split)
+        return {}
+
+
+def test_chain_evaluator_refuses_validation_and_test() -> None:
+    inner = _Inner()
+    q = Question.__new__(Question)
+    object.__setattr__(q, "id", "t1")
+    ev = TrainOnlyEvaluator(inner, {"t1": q})
+    assert ev.answer("train", None, [q]) == {}  # type: ignore[arg-type]
+    for split in ("val", "test"):
+        with pytest.raises(ChainSplitError):
+            ev.answer(split, None, [q])  # type: ignore[arg-type]
+    other = Question.__new__(Question)
+    object.__setattr__(other, "id", "v9")
+    with pytest.raises(ChainSplitError):
+        ev.answer("train", None, [other])  # type: ignore[arg-type]
+    assert inner.calls == ["train"]
+
+
+@pytest.mark.slow
+def test_builtin_chain_runs_where_direct_attempts_miss_the_bar() -> None:
+    run = run_inprocess("chain_d3", CHAIN_SEED, marachain=MaraConfig(depth=3))
+    layout = RunLayout(run.path)
+    saved = json.loads(layout.config.read_text())
+    assert saved["protocol"]["marachain"]["depth"] == 3
+    paths = layout.round(1)
+    synthesis = json.loads(paths.synthesis.read_text())
+    chained = [g for g in synthesis if "chain" in g]
+    assert chained, "a group whose direct attempts all miss the bar starts a chain"
+    ledger = ChainLedger(paths.chain_ledger)
+    assert ledger.entries
+    for g in chained:
+        ch = g["chain"]
+        assert ch["label"] == "builtin chain"
+        assert ch["start"]["node_id"] in {a["tool_id"] for a in g["attempts"]}
+        assert all(not a["passed"] for a in g["attempts"])
+        for node in ch["nodes"]:
+            ref = parse_node_id(node["node_id"])
+            assert ref.kind == "chain" and ref.group_id == g["group_id"] and ref.chain == 1
+            assert paths.candidate(node["node_id"]).meta.exists()
+        spend = ledger.total(chain_id=ch["chain_id"])
+        assert spend.steps == len(ch["nodes"]) == ch["spend"]["steps"]
+        assert spend.val_runs == 0
+        if g["survivor"] is not None:
+            assert g["survivor"] == ch["winner"]["node_id"]
+    total = ledger.total()
+    assert total.steps <= MaraConfig().max_steps_round
+
+    # frames: one row per node (v0 as step 0), per node and batch question, chain funnel rows
+    nodes = chain_nodes_df(run.path)
+    assert list(nodes.columns) == CHAIN_NODES_COLUMNS
+    assert len(nodes) == sum(len(g["chain"]["nodes"]) + 1 for g in chained)
+    assert set(nodes.loc[nodes.step == 0, "node_id"]) == {
+        g["chain"]["v0"]["node_id"] for g in chained
+    }
+    scores = chain_scores_df(run.path)
+    assert list(scores.columns) == CHAIN_SCORES_COLUMNS
+    batch = chained[0]["chain"]["batch"]
+    first = scores[scores.chain_id == chained[0]["chain"]["chain_id"]]
+    assert first.groupby("node_id").size().eq(batch["n_held_out"] + batch["n_probe"]).all()
+    assert ((first.part == "H") | (first.credited <= first.raw)).all()
+    funnel = funnel_df(run.path).set_index("step")["count"]
+    assert funnel["chain_groups"] == len(chained)
+    assert funnel["chain_nodes"] == sum(len(g["chain"]["nodes"]) for g in chained)
+
+    # chain-off, same seed: every group without a chain and every direct attempt is unchanged
+    off = run_inprocess("chain_off", CHAIN_SEED)
+    off_paths = RunLayout(off.path).round(1)
+    assert "marachain" not in json.loads(RunLayout(off.path).config.read_text())["protocol"]
+    assert off_paths.prefilter.read_bytes() == paths.prefilter.read_bytes()
+    assert not off_paths.chains.exists()
+    before = {g["group_id"]: g for g in json.loads(off_paths.synthesis.read_text())}
+    for g in synthesis:
+        if "chain" not in g:
+            assert g == before[g["group_id"]]
+        else:
+            assert g["attempts"] == before[g["group_id"]]["attempts"]
+    assert chain_nodes_df(off.path).empty and chain_scores_df(off.path).empty
+    assert not funnel_df(off.path)["step"].isin(CHAIN_FUNNEL_ORDER).any()
