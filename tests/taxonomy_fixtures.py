@@ -73,7 +73,9 @@ def planted_parts(
         if bad and split == "train":
             planted_q.add(qid)
             run = ToolRun("period_probe", "error", error="timed out", error_kind="timeout")
-            step = StageStep(1, ("period_probe",), (run,), "no_tool", "no evidence", 0, 0)
+            step = StageStep(
+                1, ("period_probe",), (run,), "no_tool", "period_probe timed out", 0, 0
+            )
             fail = _u("fail", seed, i) < 0.9
         else:
             ok = _u("abst", seed, i) < 0.8

@@ -16,8 +16,15 @@ foundation:
 * agreement statistics and the gate's status decision (:func:`agreement`, :func:`gate_status`;
   :mod:`.agreement`).
 
-The package sits below :mod:`tsevo.evolve` and above :mod:`tsevo.agent` (DESIGN.md §3); it imports
-only :mod:`tsevo.hashing`, :mod:`tsevo.fileio` and :mod:`tsevo.store` of tsevo.
+* the builtin, offline path (import the modules; this package's namespace stays light):
+  train answer traces in AdaMAST's canonical JSONL with a feature registry (:mod:`.traces`),
+  induction by support, lift, Fisher + Benjamini-Hochberg (:mod:`.induce`), the four-reader
+  agreement gate (:mod:`.gate`), a run's artifacts under ``taxonomy/`` (:mod:`.runs`) and
+  ``tsevo taxonomy induce|gate|show`` (:mod:`.command`).
+
+The package sits below :mod:`tsevo.evolve` and above :mod:`tsevo.agent` (DESIGN.md §3); of tsevo
+it imports :mod:`tsevo.agent`, :mod:`tsevo.data`, :mod:`tsevo.store`, :mod:`tsevo.hashing` and
+:mod:`tsevo.fileio`.
 
 Example:
     >>> from tsevo.taxonomy import Add, Code, Retire, Taxonomy, apply_edits

@@ -197,6 +197,14 @@ def _outputs(outputs: Mapping[str, Any] | None) -> str:
     return "{" + ", ".join(items[:8]) + ("" if len(items) <= 8 else ", …") + "}"
 
 
+def _scrub(text: str, tools: Mapping[str, str]) -> str:
+    """Free text with every tool id replaced by its positional name (longest ids first)."""
+    for t in sorted(tools, key=lambda t: (-len(t), t)):
+        if t in text:
+            text = text.replace(t, tools[t])
+    return text
+
+
 def _events(rec: AnswerRecord, q: Question, tools: Mapping[str, str]) -> list[dict[str, Any]]:
     ev: list[dict[str, Any]] = []
 
@@ -204,7 +212,14 @@ def _events(rec: AnswerRecord, q: Question, tools: Mapping[str, str]) -> list[di
         ev.append({"seq": len(ev) + 1, "role": role, "kind": kind, "stage": stage, **payload})
 
     if rec.base_answer is None:
-        add("answerer", "answer", 0, option=None, text="abstain", reason=_clip(rec.base_reason))
+        add(
+            "answerer",
+            "answer",
+            0,
+            option=None,
+            text="abstain",
+            reason=_clip(_scrub(rec.base_reason, tools)),
+        )
     else:
         add(
             "answerer",
@@ -212,7 +227,7 @@ def _events(rec: AnswerRecord, q: Question, tools: Mapping[str, str]) -> list[di
             0,
             option=rec.base_answer,
             text=_opt(q, rec.base_answer),
-            reason=_clip(rec.base_reason),
+            reason=_clip(_scrub(rec.base_reason, tools)),
         )
     for s in rec.steps:
         add("tool", "shortlist", s.stage, tools=[tools[t] for t in s.shortlisted])
@@ -237,12 +252,18 @@ def _events(rec: AnswerRecord, q: Question, tools: Mapping[str, str]) -> list[di
             decision=s.decision,
             answer_in=s.answer_in,
             answer_out=s.answer_out,
-            reason=_clip(s.reason),
+            reason=_clip(_scrub(s.reason, tools)),
         )
     if rec.completed:
         add("system", "final", 0, option=rec.final_answer, text=_opt(q, rec.final_answer))
     else:
-        add("system", "fallback", 0, option=None, text=_clip(rec.error or "incomplete"))
+        add(
+            "system",
+            "fallback",
+            0,
+            option=None,
+            text=_clip(_scrub(rec.error or "incomplete", tools)),
+        )
     return ev
 
 
