@@ -24,7 +24,7 @@ from tsevo.analysis import (
 )
 from tsevo.data import Question
 from tsevo.evolve.chain import ChainSplitError, TrainOnlyEvaluator
-from tsevo.marachain import ChainLedger, MaraConfig, parse_node_id
+from tsevo.marachain import Caps, ChainLedger, MaraConfig, Spend, parse_node_id
 from tsevo.store import RunLayout
 
 from .round_fixtures import run_inprocess
@@ -55,6 +55,14 @@ def test_chain_evaluator_refuses_validation_and_test() -> None:
     with pytest.raises(ChainSplitError):
         ev.answer("train", None, [other])  # type: ignore[arg-type]
     assert inner.calls == ["train"]
+
+
+def test_ledger_counts_earlier_rounds_against_the_run_caps() -> None:
+    round_caps, run_caps = Caps(10, 100, 10, 10), Caps(2, 100, 10, 10)
+    assert ChainLedger().stop_reason(round_caps, run_caps) is None
+    later = ChainLedger(earlier_rounds=Spend(steps=2))
+    assert later.stop_reason(round_caps, run_caps) == "budget:steps"
+    assert later.stop_reason(round_caps, run_caps, earlier_rounds=Spend()) is None
 
 
 @pytest.mark.slow

@@ -32,7 +32,7 @@ from tsevo.agent import AnswerRecord
 from tsevo.data import Suite
 from tsevo.library.library import Library, Stage
 from tsevo.library.tool import Tool
-from tsevo.marachain import ChainLedger
+from tsevo.marachain import ChainLedger, Spend
 from tsevo.roles import ContractCard, RoleSet, WorkGroup
 
 from .cluster import ClusteringError, ClusteringResult, cluster_errors, error_item
@@ -186,7 +186,11 @@ def synthesize(ctx: RoundContext) -> StepResult:
     ledger = None
     if ctx.cfg.marachain.enabled:  # one ledger for every chain of the round
         path = ctx.paths.chain_ledger if ctx.store is not None and ctx.paths is not None else None
-        ledger = ChainLedger(path)
+        earlier = Spend()  # the run caps count earlier rounds' chains too
+        if ctx.store is not None:
+            for r in range(1, ctx.r):
+                earlier = earlier + ChainLedger(ctx.store.layout.round(r).chain_ledger).total()
+        ledger = ChainLedger(path, earlier_rounds=earlier)
     outs = [
         run_group(
             g,

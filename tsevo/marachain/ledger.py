@@ -158,10 +158,13 @@ class ChainLedger:
 
     Args:
         path: The JSONL file (created on the first record); reloaded when it exists.
+        earlier_rounds: The spend of the run's earlier rounds (the default of
+            :meth:`stop_reason`'s, so the run caps count the whole run).
     """
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, earlier_rounds: Spend | None = None) -> None:
         self.path = path
+        self.earlier_rounds = earlier_rounds if earlier_rounds is not None else Spend()
         self._log = RecordLog(path, key="key") if path is not None else None
         self._entries: list[LedgerEntry] = []
         self._by_key: dict[str, LedgerEntry] = {}
@@ -235,7 +238,7 @@ class ChainLedger:
         round_caps: Caps,
         run_caps: Caps | None = None,
         *,
-        earlier_rounds: Spend = Spend(),
+        earlier_rounds: Spend | None = None,
         next_step: Spend = Spend(steps=1),
     ) -> str | None:
         """Why the next step may not start, or ``None`` when every axis has room.
@@ -248,7 +251,8 @@ class ChainLedger:
         Args:
             round_caps: This round's caps.
             run_caps: The run's caps, or ``None``.
-            earlier_rounds: The spend of the run's earlier rounds (for ``run_caps``).
+            earlier_rounds: The spend of the run's earlier rounds (for ``run_caps``; the
+                ledger's own :attr:`earlier_rounds` when ``None``).
             next_step: What the next step is expected to spend.
 
         Returns:
@@ -256,6 +260,7 @@ class ChainLedger:
             run), else ``None``.
         """
         now = self.total()
+        earlier_rounds = self.earlier_rounds if earlier_rounds is None else earlier_rounds
         for caps, spent in ((round_caps, now), (run_caps, earlier_rounds + now)):
             if caps is None:
                 continue
