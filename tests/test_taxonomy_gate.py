@@ -8,8 +8,9 @@ import pytest
 
 from tests.taxonomy_fixtures import planted
 from tsevo.taxonomy import Taxonomy, taxonomy_to_dict
-from tsevo.taxonomy.gate import READERS, GateConfig, gate, sample_round
+from tsevo.taxonomy.gate import READERS, Panel, gate, sample_round
 from tsevo.taxonomy.induce import induce
+from tsevo.taxonomy.traces import Trace
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +39,24 @@ def test_gate_rounds_read_the_gate_pool_only(setup):
         assert agreement["final_kappa"] >= 0.75 and agreement["final_coverage"] >= 0.70
 
 
-def test_readers_are_different(setup):
+def test_readers_read_their_own_views(setup):
+    """Perturbing one view changes only the readers of that view (design §7.8)."""
     traces, draft = setup
-    res = gate(draft, traces, GateConfig(early_stop="none"))
-    differ = any(
-        len({json.dumps(rnd["labels"][r], sort_keys=True) for r in READERS}) > 1
-        for rnd in res.rounds
-    )
-    assert differ, "four readers that always agree are one reader"
+    by_id = {t.problem_id: t for t in traces}
+    base = [t for t in traces if t.metadata["pool"] == "induction" and t.failed]
+    panel = Panel(draft, base, by_id)
+    t = next(t for t in traces if t.metadata["pool"] == "gate" and panel.alpha(t))
+    before = [r(t) for r in panel.readers()]
+    assert all(before), before  # a crisp planted failure: every reader finds it
+    text_off = Trace(t.problem_id, "?", "[#1 SYSTEM s0] final", t.metadata)
+    after = [r(text_off) for r in panel.readers()]
+    assert after[0] == before[0] and after[1] == before[1] and after[3] == before[3]
+    assert after[2] != before[2]  # only gamma reads the text
+    feats = {**t.features, "tool.any_error": False, "tool.n_error": 0, "tool.error_timeout": False}
+    feats_off = Trace(t.problem_id, t.task, t.raw_trajectory, {**t.metadata, "features": feats})
+    after = [r(feats_off) for r in panel.readers()]
+    assert after[2] == before[2] and after[3] == before[3]  # text and events untouched
+    assert after[0] != before[0]
 
 
 def test_sampler_quota_and_seed(setup):
