@@ -64,3 +64,16 @@ def test_adamast_validates_our_traces(traces, tmp_path):
     assert report["formats"] == {"adamast": len(traces)}
     assert [b["problem_id"] for b in bundle.traces] == [t.problem_id for t in traces]
     assert [b["task"] for b in bundle.traces] == [t.task for t in traces]
+
+
+def test_adamast_validate_command_accepts_our_traces(traces, tmp_path, capsys):
+    cli = pytest.importorskip("adamast.foundation_cli")
+    path = write_traces(traces, tmp_path / "train.jsonl")
+    assert cli.main(["validate", str(path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["trace_count"] == len(traces) and report["empty_trajectories"] == 0
+    assert cli.main(["normalize", str(path), "--output", str(tmp_path / "norm.jsonl")]) == 0
+    theirs = [json.loads(x) for x in (tmp_path / "norm.jsonl").read_text().splitlines()]
+    for ours, t in zip(traces, theirs, strict=True):
+        assert t["raw_trajectory"] == ours.raw_trajectory
+        assert {k: v for k, v in t["metadata"].items() if k != "source_format"} == ours.metadata
