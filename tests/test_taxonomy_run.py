@@ -73,3 +73,15 @@ def test_frames(run):
     assert list(agr.columns) == list(AGREEMENT_COLUMNS) and len(agr)
     assert agr.groupby("round")["gating"].sum().eq(1).all()
     assert str(codes["code_id"].dtype) == "string" and str(agr["value"].dtype) == "Float64"
+
+
+def test_adamast_loads_the_induced_taxonomy(run):
+    adamast_tax = pytest.importorskip("adamast.core.taxonomy_data")
+    register = pytest.importorskip("adamast.learning.register_taxonomy")
+    lay = RunLayout(run)
+    if not lay.taxonomy.taxonomy.exists():
+        induce_run(run)
+        gate_run(run)
+    ours = load_taxonomy(lay.taxonomy.taxonomy)
+    theirs = adamast_tax.Taxonomy.from_flat(register.load_candidate(lay.taxonomy.taxonomy))
+    assert [c.code for c in theirs.codes] == list(ours.ids)
