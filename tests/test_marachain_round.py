@@ -23,7 +23,8 @@ from tsevo.analysis import (
     funnel_df,
 )
 from tsevo.data import Question
-from tsevo.evolve.chain import ChainSplitError, TrainOnlyEvaluator
+from tsevo.evolve.chain import ChainSplitError, TrainOnlyEvaluator, rule_variant
+from tsevo.library.tool import ReadingRule
 from tsevo.marachain import Caps, ChainLedger, MaraConfig, Spend, parse_node_id
 from tsevo.store import RunLayout
 
@@ -55,6 +56,23 @@ def test_chain_evaluator_refuses_validation_and_test() -> None:
     with pytest.raises(ChainSplitError):
         ev.answer("train", None, [other])  # type: ignore[arg-type]
     assert inner.calls == ["train"]
+
+
+def test_rule_moves_widen_and_narrow_every_branch() -> None:
+    label = ReadingRule("label", key="x", bins=(1.0, 3.0), labels=("a", "b", "c"))
+    assert rule_variant(label, wider=False) is None  # no band to narrow
+    wide = rule_variant(label, wider=True)
+    assert wide.margin == pytest.approx(0.3)
+    assert rule_variant(wide, wider=False).margin == pytest.approx(0.15)
+    near = ReadingRule("nearest_number", key="y", margin=0.02)
+    comp = ReadingRule("branches", branches=(near, label))
+    narrow = rule_variant(comp, wider=False)
+    assert [b.margin for b in narrow.branches] == [pytest.approx(0.01), 0.0]
+    assert [b.margin for b in rule_variant(comp, wider=True).branches] == [
+        pytest.approx(0.04),
+        pytest.approx(0.3),
+    ]
+    assert rule_variant(None, wider=True) is None
 
 
 def test_ledger_counts_earlier_rounds_against_the_run_caps() -> None:

@@ -6,8 +6,9 @@ When none of a work group's direct attempts clears the prefilter bar and chains 
 draft along one axis of the builtin synthesizer's templates, chosen from what the score history
 says the parent fixed and broke:
 
-* ``reading_rule``: the abstain band of the draft's reading rule, widened when the parent harms
-  probe rows beyond the cap (abstain more), narrowed when it repairs nothing but harms nothing;
+* ``reading_rule``: the abstain band of the draft's reading rule (every branch's for a composite
+  tool), widened first when the parent harms probe rows beyond the cap (abstain more), narrowed
+  first otherwise (answer where it abstained);
 * ``measurement``: the next measurement of the group's ranked plan that the lineage has not tried
   (a second measurement or another primitive of the contract's family), drawn from the
   synthesizer with the lineage as its history.
@@ -53,7 +54,7 @@ from tsevo.marachain import (
 )
 from tsevo.roles.protocols import AttemptFeedback, Example, Synthesizer, WorkGroup
 
-__all__ = ["LABEL", "ChainSplitError", "TrainOnlyEvaluator", "run_builtin_chain"]
+__all__ = ["LABEL", "ChainSplitError", "TrainOnlyEvaluator", "rule_variant", "run_builtin_chain"]
 
 #: How reports name this chain.
 LABEL = "builtin chain"
@@ -174,9 +175,7 @@ def _direct_nodes(tries: Sequence[tuple[Any, Tool]], group_id: str) -> list[Chai
 
 
 def _margin(rule: Any, wider: bool) -> float | None:
-    """The reading rule's next abstain band (``None`` when the rule has none to move)."""
-    if rule is None or rule.kind in ("branches",):
-        return None
+    """A reading rule's next abstain band (``None`` when there is none to move to)."""
     m = float(rule.margin)
     if wider:
         if m > 0:
@@ -186,6 +185,27 @@ def _margin(rule: Any, wider: bool) -> float | None:
             return round(0.1 * spread, 6)
         return 0.1
     return round(m / 2, 6) if m > 1e-6 else None
+
+
+def rule_variant(rule: Any, wider: bool) -> Any:
+    """The reading rule with its abstain band widened or narrowed (``None``: nothing to move).
+
+    A composite tool's ``branches`` rule moves every branch's band together.
+    """
+    if rule is None:
+        return None
+    if rule.kind == "branches":
+        moved = [rule_variant(b, wider) for b in rule.branches]
+        if all(b is None for b in moved):
+            return None
+        return replace(
+            rule,
+            branches=tuple(
+                b if n is None else n for b, n in zip(rule.branches, moved, strict=True)
+            ),
+        )
+    m = _margin(rule, wider)
+    return None if m is None else replace(rule, margin=m)
 
 
 @dataclass(frozen=True)
@@ -204,15 +224,14 @@ def _moves(
     out: list[_Move] = []
     rule_moves = []
     for wider in (check.outcome == "harmful", check.outcome != "harmful"):
-        m = _margin(rule, wider)
-        if m is None or rule is None:
+        new_rule = rule_variant(rule, wider)
+        if new_rule is None:
             continue
-        new_rule = replace(rule, margin=m)
         g = parent.guidance
         assert g is not None
         d = replace(parent, guidance=replace(g, rule=new_rule))
         what = "widen" if wider else "narrow"
-        rule_moves.append(_Move("reading_rule", f"{what} the abstain band to {m:g}", d))
+        rule_moves.append(_Move("reading_rule", f"{what} the reading rule's abstain band", d))
     meas: list[_Move] = []
     history = [
         AttemptFeedback(i + 1, f"chain.{i}", t, "no_repair", 0, 0, "") for i, t in enumerate(tried)
