@@ -180,13 +180,18 @@ def rounds_figure(rounds: pd.DataFrame) -> Any:
 def funnel_figure(funnel: pd.DataFrame) -> Any:
     """The attrition funnel: count per step, widest first (:func:`tsevo.analysis.funnel_df` rows).
 
-    Many runs or rounds: the bar is the mean, the line the spread.
+    Many runs or rounds: the bar is the mean, the line the spread; a ``size`` column with several
+    presets (a study grid over presets) gets one bar per preset.
     """
     import seaborn as sns
 
     order = list(funnel.sort_values("order")["step"].drop_duplicates())
     fig, ax = _figure(6.5, 0.35 * len(order) + 1.2)
-    sns.barplot(data=funnel, y="step", x="count", order=order, ax=ax, color="C2")
+    hue = "size" if "size" in funnel and funnel["size"].nunique() > 1 else None
+    if hue is None:
+        sns.barplot(data=funnel, y="step", x="count", order=order, ax=ax, color="C2")
+    else:
+        sns.barplot(data=funnel, y="step", x="count", order=order, ax=ax, hue=hue)
     ax.set_xscale("symlog")
     ax.set_title("funnel: train errors to deployed tools", fontsize=9)
     ax.set_ylabel("")
