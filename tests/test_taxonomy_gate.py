@@ -74,7 +74,12 @@ def test_gate_reruns_identical(setup):
     assert taxonomy_to_dict(a.taxonomy) == taxonomy_to_dict(b.taxonomy)
 
 
-def test_gate_with_no_codes_is_review_required(setup):
+def test_uncovered_errors_get_bounded_adds(setup):
     traces, _ = setup
     res = gate(Taxonomy.create([]), traces)
-    assert res.taxonomy.status == "review_required"
+    assert res.rounds[0]["coverage"] == 0.0 and res.lineage  # nothing covered -> add edits
+    ops = [e["op"] for entry in res.lineage for e in entry.edits]
+    assert set(ops) == {"add"} and len(res.lineage[0].edits) <= 2
+    assert all(c.origin == "added" for c in res.taxonomy.codes)
+    assert "Tool_Error" in {c.name for c in res.taxonomy.codes}  # the planted failure
+    assert res.rounds[-1]["fingerprint"] == res.taxonomy.fingerprint

@@ -15,8 +15,9 @@ fill, no repeats. Errors are the sampled failed traces (the builtin discovery ph
 train outcome). κ (both metrics) and coverage come from :func:`~tsevo.taxonomy.agreement.agreement`;
 ``early_stop="paper"`` stops at the first round meeting both. After a failed round, bounded edits:
 ≤ 2 merges (codes co-assigned on ≥ 2 errors with firing Jaccard ≥ 0.5 on the base), ≤ 3 relabels
-(used codes with per-code κ < 0.4 get ``when_not_to_use`` from the code most confused with them).
-Builtin ``add`` edits are not made (recorded).
+(used codes with per-code κ < 0.4 get ``when_not_to_use`` from the code most confused with them),
+≤ 2 adds when ≥ 2 errors got no consolidated code (the miner, BH included, on the induction-pool
+traces no code fires on; a mined code must fire on an uncovered error).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from .agreement import COVERAGE_FLOOR, KAPPA_TARGET, agreement
-from .edits import Edit, LineageEntry, Merge, Relabel, apply_edits
-from .induce import fires
+from .edits import Add, Edit, LineageEntry, Merge, Relabel, apply_edits
+from .induce import InduceConfig, active_roles, draft_code, fires, induction_pool, mine
 from .model import Taxonomy
 from .traces import FEATURES, Trace
 
@@ -59,6 +60,7 @@ class GateConfig:
     max_base: int = 400
     max_merge: int = 2
     max_relabel: int = 3
+    max_add: int = 2
 
 
 @dataclass
@@ -279,6 +281,31 @@ def _edits(
     return edits
 
 
+def _adds(
+    tax: Taxonomy, pool: Sequence[Trace], uncovered: Sequence[Trace], cfg: GateConfig
+) -> list[Edit]:
+    """At most ``max_add`` codes for errors no code covered.
+
+    Mined (support, lift, BH, as in induction) on the induction-pool traces no code fires on; a
+    code is kept only if it fires on an uncovered gate error.
+    """
+    residual = [t for t in pool if not any(fires(c.detector, t.features) for c in tax.codes)]
+    fail = np.array([t.failed for t in residual], dtype=bool)
+    roles = active_roles(residual, InduceConfig()) if residual else {}
+    plan = [("system", "A", None)] + [(f"role:{r}", "B", r) for r in roles if roles[r]["active"]]
+    found = []
+    for family, axis, role in [*plan, ("domain", "C", None)]:
+        feats = [n for n, f in FEATURES.items() if f.outcome_blind and f.family == family]
+        chosen, _ = mine(feats, residual, InduceConfig(seed=cfg.seed))
+        for c in chosen:
+            det = {"any": [{"all": [a.to_dict() for a in c.atoms]}]}
+            hits = sum(fires(det, t.features) for t in uncovered)
+            if hits:
+                code = draft_code(axis, c, role, residual, fail, None)
+                found.append((-hits, -c.support, c.key, code))
+    return [Add(code) for *_, code in sorted(found, key=lambda x: x[:3])[: cfg.max_add]]
+
+
 def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None) -> GateResult:
     """Run the builtin gate on the draft's gate pool; the result's taxonomy carries the status."""
     cfg = cfg or GateConfig()
@@ -291,6 +318,7 @@ def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None
         key=lambda t: _h("gate-base", cfg.seed, t.problem_id),
     )[: cfg.max_base]
     base.sort(key=lambda t: t.problem_id)
+    ind_pool = induction_pool(traces, cfg.seed)
     max_rounds = min(cfg.max_rounds, len(gate_pool) // max(cfg.per_round, 1))
     tax, rounds, lineage = draft, [], []
     used: set[str] = set()
@@ -338,13 +366,23 @@ def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None
         )
         if passed and cfg.early_stop == "paper":
             break
-        if k < max_rounds and panel is not None:
-            edits = _edits(tax, panel, labels, errors, res.fleiss_per_code, cfg)
+        if k < max_rounds:
+            edits = []
+            if panel is not None:
+                edits = _edits(tax, panel, labels, errors, res.fleiss_per_code, cfg)
+            votes = [Counter(i for lab in labels for i in lab.get(e, ())) for e in errors]
+            uncovered = [
+                t
+                for t, v in zip(errs, votes, strict=True)
+                if not any(n >= cfg.quorum for n in v.values())
+            ]
+            if len(uncovered) >= 2:
+                edits += _adds(tax, ind_pool, uncovered, cfg)
             if edits:
                 batch_ = apply_edits(tax, edits, trigger=f"gate round {k}")
                 tax = batch_.taxonomy
                 lineage.append(batch_.entry)
-                panel = Panel(tax, base, by_id)
+                panel = Panel(tax, base, by_id) if tax.codes else None
     if decision is None:
         final = tax.with_status(
             "review_required",

@@ -34,7 +34,19 @@ from .codes import Code
 from .model import Taxonomy
 from .traces import FEATURES, Trace
 
-__all__ = ["Atom", "Candidate", "InduceConfig", "Induction", "atom_mask", "fires", "induce"]
+__all__ = [
+    "Atom",
+    "Candidate",
+    "InduceConfig",
+    "Induction",
+    "active_roles",
+    "atom_mask",
+    "draft_code",
+    "fires",
+    "induce",
+    "induction_pool",
+    "mine",
+]
 
 
 @dataclass(frozen=True)
@@ -286,7 +298,7 @@ def _area(axis: str, atoms: Sequence[Atom], role: str | None) -> str:
     return head if axis == "A" else {"domain": "question"}.get(head, head)
 
 
-def _code(
+def draft_code(
     axis: str,
     c: Candidate,
     role: str | None,
@@ -294,6 +306,7 @@ def _code(
     fail: np.ndarray,
     sibling: Candidate | None,
 ) -> Code:
+    """A code drafted from a selected candidate: predicate, measured rates, evidence (≤ 5)."""
     pred = " and ".join(a.text() for a in c.atoms)
     rate = c.support / c.fired
     base = fail.mean()
@@ -406,7 +419,9 @@ def induce(traces: Sequence[Trace], cfg: InduceConfig | None = None) -> Inductio
                 }
             )
         for c in chosen:
-            drafts.append((_code(axis, c, role, pool, fail, _sibling(c, cands, chosen)), c.mask))
+            drafts.append(
+                (draft_code(axis, c, role, pool, fail, _sibling(c, cands, chosen)), c.mask)
+            )
     # S6: extensional duplicates across steps (firing Jaccard >= 0.8): keep the simpler, earlier
     kept: list[tuple[Code, np.ndarray]] = []
     dropped = []
