@@ -17,6 +17,7 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
 * the synthetic suite's ceiling: :func:`solver_table`
 * Mara chains: :func:`chain_nodes_df`, :func:`chain_scores_df` (and chain rows in
   :func:`funnel_df`)
+* failure taxonomies: :func:`codes_df`, :func:`firings_df`, :func:`agreement_df`
 """
 
 from ._runs import load_records, rounds_in, run_suite
@@ -61,9 +62,18 @@ from .tables import (
     solver_table,
     test_deltas,
 )
+from .taxonomy import (
+    AGREEMENT_COLUMNS,
+    CODES_COLUMNS,
+    FIRINGS_COLUMNS,
+    agreement_df,
+    codes_df,
+    firings_df,
+)
 from .tools import CHAIN_COLUMNS, TOOLS_COLUMNS, chain_table, tools_df
 
 __all__ = [
+    "AGREEMENT_COLUMNS",
     "BASE_PASS_COLUMNS",
     "BUCKETS_COLUMNS",
     "CALIBRATION_COLUMNS",
@@ -72,8 +82,10 @@ __all__ = [
     "CHAIN_NODES_COLUMNS",
     "CHAIN_SCORES_COLUMNS",
     "CHANGED_FLIPS_COLUMNS",
+    "CODES_COLUMNS",
     "CONTRACTS_COLUMNS",
     "FAILURES_COLUMNS",
+    "FIRINGS_COLUMNS",
     "FLIPS_COLUMNS",
     "FLIP_CLASSES",
     "FUNNEL_COLUMNS",
@@ -85,6 +97,7 @@ __all__ = [
     "REPAIRS_COLUMNS",
     "TEST_DELTAS_COLUMNS",
     "TOOLS_COLUMNS",
+    "agreement_df",
     "attempts_table",
     "base_pass_table",
     "buckets_table",
@@ -94,8 +107,10 @@ __all__ = [
     "chain_scores_df",
     "chain_table",
     "changed_flips",
+    "codes_df",
     "contracts_table",
     "failures_df",
+    "firings_df",
     "flips_df",
     "funnel_df",
     "gate_df",
