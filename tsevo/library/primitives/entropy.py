@@ -27,7 +27,9 @@ def sample_entropy(y: Any, *, m: int = 2, r: float = 0.2) -> Result:
 
     B counts pairs of length-m templates within Chebyshev distance r * std, A the same for length
     m + 1 (self-matches excluded, n - m templates for both). For n - m > 2048, 2048 evenly spaced
-    anchor templates are compared with all templates (deterministic subsample).
+    anchor templates are compared with all templates (deterministic subsample); each anchor then
+    tests only the templates whose first value lies within the tolerance (found in sorted order),
+    which gives the same counts as testing all of them in a fraction of the time on long series.
 
     Args:
         y: Series.
@@ -50,9 +52,19 @@ def sample_entropy(y: Any, *, m: int = 2, r: float = 0.2) -> Result:
         return None
     cols = [x[c : c + N] for c in range(mm + 1)]
     if N <= MAX_ANCHORS:
-        anchors = np.arange(N)
+        B, A = _matches_dense(cols, np.arange(N), mm, tol)
     else:
         anchors = np.unique(np.linspace(0, N - 1, MAX_ANCHORS).astype(np.int64))
+        B, A = _matches_sorted(cols, anchors, mm, tol)
+    bounded = A == 0
+    se = math.log(B) if bounded and B > 0 else (0.0 if bounded else -math.log(A / B))
+    return finish({"sampen": se, "matches_m": B, "matches_m1": A, "bounded": bounded})
+
+
+def _matches_dense(
+    cols: list[np.ndarray], anchors: np.ndarray, mm: int, tol: float
+) -> tuple[int, int]:
+    """(B, A) template matches of each anchor against all templates, by full comparison blocks."""
     B = 0
     A = 0
     for s in range(0, anchors.size, 512):
@@ -64,9 +76,37 @@ def sample_entropy(y: Any, *, m: int = 2, r: float = 0.2) -> Result:
         B += int(np.count_nonzero(ok))
         ok &= np.abs(cols[mm][ai][:, None] - cols[mm][None, :]) <= tol
         A += int(np.count_nonzero(ok))
-    bounded = A == 0
-    se = math.log(B) if bounded and B > 0 else (0.0 if bounded else -math.log(A / B))
-    return finish({"sampen": se, "matches_m": B, "matches_m1": A, "bounded": bounded})
+    return B, A
+
+
+def _matches_sorted(
+    cols: list[np.ndarray], anchors: np.ndarray, mm: int, tol: float
+) -> tuple[int, int]:
+    """The counts of :func:`_matches_dense`, testing only templates near each anchor's first value.
+
+    A template can match only if its first value is within ``tol`` of the anchor's; those are a
+    contiguous run of the first values in sorted order. The run is widened by a relative 1e-9 (so
+    rounding never drops a match) and every candidate then gets the same test as the dense count,
+    so the counts are equal; the work per anchor is the run's length instead of all templates.
+    """
+    first = cols[0]
+    order = np.argsort(first, kind="stable")
+    srt = first[order]
+    pad = 1e-9 * (np.abs(first[anchors]) + tol) + 1e-300
+    lo = np.searchsorted(srt, first[anchors] - tol - pad, side="left")
+    hi = np.searchsorted(srt, first[anchors] + tol + pad, side="right")
+    B = 0
+    A = 0
+    for a, i, j in zip(anchors.tolist(), lo.tolist(), hi.tolist(), strict=True):
+        cand = order[i:j]
+        ok = np.abs(first[a] - first[cand]) <= tol
+        for c in range(1, mm):
+            ok &= np.abs(cols[c][a] - cols[c][cand]) <= tol
+        ok &= cand != a
+        B += int(np.count_nonzero(ok))
+        ok &= np.abs(cols[mm][a] - cols[mm][cand]) <= tol
+        A += int(np.count_nonzero(ok))
+    return B, A
 
 
 @primitive(
