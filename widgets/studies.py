@@ -173,6 +173,7 @@ def rounds_figure(rounds: pd.DataFrame) -> Any:
         )
     ax1.set_title("validation gain admitted per round (pp; rejected = 0)", fontsize=9)
     sns.lineplot(data=data, x="round", y="tools", marker="o", ax=ax2)
+    ax2.set_xticks(sorted(data["round"].unique()))
     ax2.set_title("tools in the library after the round", fontsize=9)
     return fig
 
