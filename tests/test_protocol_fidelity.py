@@ -683,3 +683,36 @@ def test_a_retire_card_becomes_a_tombstone_without_synthesis() -> None:
     assert (stone.kind, stone.target, stone.provenance.action) == ("tombstone", tool.id, "retire")
     assert all(st.tool.id != tool.id for row in seen[0].effective() for st in row)
     assert out.attempts[0].checked
+
+
+class _TwoClassSandbox(_Sandbox):
+    """Every run is ok; the output separates the two gold classes."""
+
+    def run(self, source: str, inputs: Any, check_determinism: bool = False) -> list[Any]:
+        return [
+            SimpleNamespace(
+                status="ok", outputs={"v": float(i % 2)}, error="", error_kind="", elapsed_ms=0.0
+            )
+            for i, _ in enumerate(inputs)
+        ]
+
+
+def test_a_calibration_request_on_a_forecasting_draft_is_refused_not_a_crash() -> None:
+    """Found by the main-table study (default preset, seed 6113): the round crashed with
+    CalibrationError when a tree was fitted for a draft that calls P.forecast; a calibrated tool
+    may not forecast, so the tree is refused like one below the bar and the draft is repaired."""
+    from dataclasses import replace as dc_replace
+
+    from tsevo.evolve.checks import calibrate
+
+    rows = [dc_replace(_question(i), id=f"c{i:02d}", gold=i % 2) for i in range(40)]
+    base = _matcher_tool("r1.g1.a1", ("periodic",), "periodicity")
+    source = "def r1_g1_a1():\n    f = P.forecast(S.x, 4)\n    return {'v': float(f[0])}\n"
+    request = {"kind": "binary_decision_tree_v1", "features": ["v"]}
+    draft = dc_replace(base, source=source, contract=dc_replace(base.contract, calibration=request))
+    tool, record, why = calibrate(draft, rows, _TwoClassSandbox(True), ProtocolConfig(), None)
+    assert tool is None and record["accepted"] is False
+    assert "may not call the forecaster" in why and why.startswith("calibration refused")
+    plain = dc_replace(draft, source="def r1_g1_a1():\n    return {'v': 1.0}\n")
+    tool, record, why = calibrate(plain, rows, _TwoClassSandbox(True), ProtocolConfig(), None)
+    assert tool is not None and record["accepted"] is True and why == ""

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tsevo.data import Question
-from tsevo.library.calibration import attach_tree, fit_calibration
+from tsevo.library.calibration import CalibrationError, attach_tree, fit_calibration
 from tsevo.library.context import ToolInput
 from tsevo.library.reading import norm_label
 from tsevo.library.tool import Guidance, ReadingRule, Tool
@@ -152,7 +152,11 @@ def calibrate(
     record = result.to_dict()
     if not result.accepted:
         return None, record, f"calibration refused: {result.reason}"
-    source = attach_tree(draft.source, result, output_key="class_id")
+    try:
+        source = attach_tree(draft.source, result, output_key="class_id")
+    except CalibrationError as exc:  # e.g. a draft that forecasts: refused like a weak tree
+        record = {**record, "accepted": False, "reason": str(exc)}
+        return None, record, f"calibration refused: {exc}"
     k = len(result.classes)
     rule = ReadingRule(
         "label",
