@@ -3,17 +3,18 @@
 :class:`~tsevo.evolve.config.ProtocolConfig` and the :class:`~tsevo.evolve.ablation.AblationConfig`
 nested in it declare every field with :func:`knob`, validate in ``__post_init__`` with
 :func:`check_knobs` and read loose parameters (papermill cells, ``--set KEY=VALUE``) with
-:func:`coerce`. Thresholds with an exact protocol edge are compared through :func:`exact`.
+:func:`coerce`; the nested configs share their JSON form and rows through :class:`NestedKnobs`. Thresholds with an exact protocol edge are compared through :func:`exact`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import field, fields
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar, Self
 
-__all__ = ["check_knobs", "coerce", "exact", "knob"]
+__all__ = ["NestedKnobs", "check_knobs", "coerce", "exact", "knob"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -110,3 +111,61 @@ def coerce(owner: str, name: str, value: Any, want: type) -> Any:
     except ValueError:
         pass
     raise TypeError(f"{owner}.{name}: cannot read {value!r} as {want.__name__}")
+
+
+class NestedKnobs:
+    """What every config nested in the protocol shares: JSON form, strict construction, rows.
+
+    A frozen dataclass whose fields are :func:`knob` s sets ``OWNER`` (its place in the protocol,
+    e.g. ``"ProtocolConfig.ablation"``) and ``UNKNOWN`` (the noun its errors use for a name it
+    does not know) and validates with :func:`check_knobs` in ``__post_init__``.
+    """
+
+    OWNER: ClassVar[str] = ""
+    UNKNOWN: ClassVar[str] = "setting(s)"
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """The knob names in declaration order."""
+        return tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every knob as a JSON-friendly dict (field order)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def _check_names(cls, names: Iterable[str]) -> None:
+        unknown = sorted(set(names) - set(cls.field_names()))
+        if unknown:
+            raise TypeError(f"{cls.OWNER}: unknown {cls.UNKNOWN} {unknown}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Build from a dict such as :meth:`to_dict` returns (missing knobs take defaults).
+
+        Raises:
+            TypeError: On unknown names (all named) or values of the wrong type.
+            ValueError: On values out of bounds or not among the choices.
+        """
+        cls._check_names(data)
+        return cls(**dict(data))
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Self:
+        """Like :meth:`from_dict`, with strings read as the knobs' types (``"5"``, ``"false"``)."""
+        cls._check_names(params)
+        kinds = {f.name: type(f.default) for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: coerce(cls.OWNER, k, v, kinds[k]) for k, v in params.items()})
+
+    def describe(self) -> list[dict[str, Any]]:
+        """One row per knob: ``{"name", "value", "default", "doc"}`` (names ``<place>.<knob>``)."""
+        prefix = self.OWNER.rsplit(".", 1)[-1]
+        return [
+            {
+                "name": f"{prefix}.{f.name}",
+                "value": getattr(self, f.name),
+                "default": f.default,
+                "doc": f.metadata["doc"],
+            }
+            for f in fields(self)  # type: ignore[arg-type]
+        ]

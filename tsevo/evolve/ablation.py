@@ -25,11 +25,10 @@ Chronos root's forecaster is the statistical fallback unless Chronos weights are
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from tsevo.knobs import check_knobs, coerce, knob
+from tsevo.knobs import NestedKnobs, check_knobs, knob
 from tsevo.library.forecasting import (
     ChronosUnavailableError,
     configured_chronos_model,
@@ -47,11 +46,15 @@ __all__ = [
 
 
 @dataclass(frozen=True, kw_only=True)
-class AblationConfig:
+class AblationConfig(NestedKnobs):
     """Switches that remove one component of the method (all on: the frozen protocol).
 
-    Each field's documentation is in its metadata (``doc``), as for the protocol's knobs.
+    Each field's documentation is in its metadata (``doc``), as for the protocol's knobs; JSON
+    form, strict construction and rows come from :class:`~tsevo.knobs.NestedKnobs`.
     """
+
+    OWNER: ClassVar[str] = "ProtocolConfig.ablation"
+    UNKNOWN: ClassVar[str] = "switch(es)"
 
     calibration: bool = knob(
         True,
@@ -81,52 +84,12 @@ class AblationConfig:
     )
 
     def __post_init__(self) -> None:
-        check_knobs(self, "ProtocolConfig.ablation")
+        check_knobs(self, self.OWNER)
 
     @property
     def is_default(self) -> bool:
         """Whether every switch is on (the frozen protocol)."""
         return self == AblationConfig()
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        """The switch names in declaration order."""
-        return tuple(f.name for f in fields(cls))
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every switch as a JSON-friendly dict (field order)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> AblationConfig:
-        """Build from a dict such as :meth:`to_dict` returns (missing switches stay on).
-
-        Raises:
-            TypeError: On unknown switch names (all named) or a value that is not a bool.
-        """
-        unknown = sorted(set(data) - set(cls.field_names()))
-        if unknown:
-            raise TypeError(f"ProtocolConfig.ablation: unknown switch(es) {unknown}")
-        return cls(**dict(data))
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> AblationConfig:
-        """Like :meth:`from_dict`, with strings read as booleans (``"false"``, ``"off"``, ``"0"``)."""
-        return cls.from_dict(
-            {k: coerce("ProtocolConfig.ablation", str(k), v, bool) for k, v in params.items()}
-        )
-
-    def describe(self) -> list[dict[str, Any]]:
-        """One row per switch: ``{"name", "value", "default", "doc"}`` (names ``ablation.<switch>``)."""
-        return [
-            {
-                "name": f"ablation.{f.name}",
-                "value": getattr(self, f.name),
-                "default": f.default,
-                "doc": f.metadata["doc"],
-            }
-            for f in fields(self)
-        ]
 
 
 #: The paper's ablations (Fig. 4) by name: the protocol knobs each one changes.

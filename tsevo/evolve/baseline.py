@@ -26,11 +26,11 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from tsevo.data import Question, QuestionView
-from tsevo.knobs import check_knobs, coerce, knob
+from tsevo.knobs import NestedKnobs, check_knobs, knob
 from tsevo.roles import RoleSet
 from tsevo.roles.protocols import Answerer, Example
 
@@ -46,8 +46,10 @@ __all__ = [
 
 
 @dataclass(frozen=True, kw_only=True)
-class AnswerConfig:
+class AnswerConfig(NestedKnobs):
     """How the base answerer answers (the defaults: the protocol's single answer)."""
+
+    OWNER: ClassVar[str] = "ProtocolConfig.answer"
 
     selection: str = knob(
         "single",
@@ -76,39 +78,12 @@ class AnswerConfig:
     )
 
     def __post_init__(self) -> None:
-        check_knobs(self, "ProtocolConfig.answer")
+        check_knobs(self, self.OWNER)
 
     @property
     def is_default(self) -> bool:
         """Whether this is the protocol's answerer (one answer, no reflection, no examples)."""
         return self.selection == "single" and not self.refine and self.shots == 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every setting as a JSON-friendly dict (field order)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> AnswerConfig:
-        """Build from a dict such as :meth:`to_dict` returns (missing settings take defaults).
-
-        Raises:
-            TypeError: On unknown names or values of the wrong type.
-        """
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise TypeError(f"ProtocolConfig.answer: unknown setting(s) {unknown}")
-        return cls(**dict(data))
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> AnswerConfig:
-        """Like :meth:`from_dict`, with strings read as the settings' types."""
-        kinds = {f.name: type(f.default) for f in fields(cls)}
-        unknown = sorted(set(params) - set(kinds))
-        if unknown:
-            raise TypeError(f"ProtocolConfig.answer: unknown setting(s) {unknown}")
-        return cls(
-            **{k: coerce("ProtocolConfig.answer", k, v, kinds[k]) for k, v in params.items()}
-        )
 
 
 #: The paper's answering baselines by name: the ``answer`` settings each one uses.

@@ -15,10 +15,10 @@ so a chain-off run's ``config.json`` keeps its bytes; ``from_params`` takes the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from tsevo.knobs import check_knobs, coerce, knob
+from tsevo.knobs import NestedKnobs, check_knobs, knob
 
 __all__ = [
     "MARA_PRESETS",
@@ -31,11 +31,6 @@ __all__ = [
 ]
 
 _OWNER = "ProtocolConfig.marachain"
-
-
-def _coerce_param(name: str, value: Any, want: type) -> Any:
-    """Read a string parameter as the knob's type (``"3"``, ``"code"``, ``"false"``)."""
-    return coerce(_OWNER, name, value, want)
 
 
 @dataclass(frozen=True)
@@ -58,14 +53,16 @@ class Caps:
 
 
 @dataclass(frozen=True, kw_only=True)
-class MaraConfig:
+class MaraConfig(NestedKnobs):
     """How rejected synthesis candidates are refined along Mara chains (depth 0: off).
 
     Each field's documentation is in its metadata (``doc``), as for the protocol's knobs.
     Construction validates types, bounds, choices and the cross-field rules (polish steps and
     further chains need a chain, ``depth > 0``) and raises ``ValueError``/``TypeError`` naming
-    the field.
+    the field. JSON form, strict construction and rows come from :class:`~tsevo.knobs.NestedKnobs`.
     """
+
+    OWNER: ClassVar[str] = _OWNER
 
     depth: int = knob(
         0,
@@ -181,49 +178,6 @@ class MaraConfig:
         steps = self.chains_per_group * self.depth + self.polish_steps
         return {"steps": steps, "rollouts": steps * batch_size, "calls": steps * 6}
 
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        """The knob names in declaration order."""
-        return tuple(f.name for f in fields(cls))
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every knob as a JSON-friendly dict (field order)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MaraConfig:
-        """Build from a dict such as :meth:`to_dict` returns (missing knobs take defaults).
-
-        Raises:
-            TypeError: On unknown names (all named) or values of the wrong type.
-            ValueError: On values out of bounds or not among the choices.
-        """
-        unknown = sorted(set(data) - set(cls.field_names()))
-        if unknown:
-            raise TypeError(f"{_OWNER}: unknown setting(s) {unknown}")
-        return cls(**dict(data))
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> MaraConfig:
-        """Like :meth:`from_dict`, with strings read as the knobs' types (``"5"``, ``"code"``)."""
-        kinds = {f.name: type(f.default) for f in fields(cls)}
-        unknown = sorted(set(params) - set(kinds))
-        if unknown:
-            raise TypeError(f"{_OWNER}: unknown setting(s) {unknown}")
-        return cls(**{k: _coerce_param(k, v, kinds[k]) for k, v in params.items()})
-
-    def describe(self) -> list[dict[str, Any]]:
-        """One row per knob: ``{"name", "value", "default", "doc"}`` (names ``marachain.<knob>``)."""
-        return [
-            {
-                "name": f"marachain.{f.name}",
-                "value": getattr(self, f.name),
-                "default": f.default,
-                "doc": f.metadata["doc"],
-            }
-            for f in fields(self)
-        ]
-
 
 #: Named settings: ``off`` (the TimeEvo protocol) and ``marachain`` (the paper's d = 5, N = 3).
 MARA_PRESETS: dict[str, dict[str, Any]] = {
@@ -267,9 +221,5 @@ def mara_params(
         base.update(dict(named))
     if not base and not settings:
         return lowered, None
-    kinds = {f.name: type(f.default) for f in fields(MaraConfig)}
-    unknown = sorted(set(settings) - set(kinds))
-    if unknown:
-        raise TypeError(f"{_OWNER}: unknown setting(s) {unknown}")
-    base.update({k: _coerce_param(k, v, kinds[k]) for k, v in settings.items()})
+    base.update(settings)
     return lowered, MaraConfig.from_params(base)
