@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from tests import round_fixtures as rf
+from tests.bench import git_commit
 
 TRIALS = 10  # x KILLS = 30 drawn, so at least 20 land before the run finishes
 KILLS = 3
@@ -203,7 +204,7 @@ def main(trials: int = TRIALS, kills: int = KILLS, seed: int = SEED) -> list[dic
         _write_json(
             {
                 "bench": "killfuzz",
-                "commit": _commit(),
+                "commit": git_commit(short=False),
                 "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
                 "rounds": ROUNDS,
                 "trials": trials,
@@ -221,13 +222,6 @@ def main(trials: int = TRIALS, kills: int = KILLS, seed: int = SEED) -> list[dic
         return results
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-def _commit() -> str:
-    p = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=rf.REPO, capture_output=True, text=True, check=False
-    )
-    return p.stdout.strip()
 
 
 def _write_json(doc: dict[str, Any]) -> None:

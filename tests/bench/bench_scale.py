@@ -33,6 +33,8 @@ from typing import Any
 
 import psutil
 
+from tests.bench import git_commit
+
 SEED = 2027
 CASES = ("1x", "4x", "16x", "q20000", "long")
 BUDGET_GB = 24.0
@@ -199,9 +201,7 @@ def _write_json(row: dict[str, Any], root: str) -> None:
             doc = json.loads(OUT.read_text(encoding="utf-8"))
         except ValueError:
             doc = {}
-    commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=False
-    ).stdout.strip()
+    commit = git_commit(short=False)
     cases = doc.get("cases", {})
     cases[row["case"]] = {**row, "commit": commit, "cpus": os.cpu_count()}
     doc = {"bench": "scale", "budget_gb": BUDGET_GB, "cases": cases}

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.bench import git_commit
+
 SKIP_NAMES = {"timings.json", "llm_accounting.json"}
 _PLAIN = "import sys; from tsevo.cli import main; sys.exit(main("
 _SOURCE_IDS = (
@@ -107,9 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key}: {len(result[key])} files, {times[key]} s", flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    commit = git_commit()
     out.write_text(json.dumps({"commit": commit, "seconds": times, "runs": result}, indent=1))
     print(f"wrote {out}")
     return 0

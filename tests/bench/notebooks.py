@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.bench import git_commit
 from tsevo import notebook as nb
 from tsevo.studies import default_notebooks, execute_notebooks
 from tsevo.testing import SCRIPTED_MODEL, scripted_server
@@ -110,13 +111,7 @@ def run(size: str, out: Path, work: Path) -> dict[str, Any]:
     """All three measurements; writes and returns the JSON."""
     os.environ.update(ENV)  # the in-process papermill kernels inherit it
     os.environ.pop(nb.RUN_DIR_ENV, None)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
+    commit = git_commit()
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)

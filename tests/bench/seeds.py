@@ -21,12 +21,12 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tests.bench import git_commit
 from tsevo.analysis import run_summary
 from tsevo.data.synthetic import make_suite
 from tsevo.evolve import ProtocolConfig, evolve
@@ -137,9 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     agg = aggregate(rows)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    commit = git_commit()
     doc = {
         "preset": args.preset,
         "label": args.label,

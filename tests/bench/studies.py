@@ -13,25 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
+from tests.bench import git_commit
 from tsevo.fileio import atomic_write_text
 from tsevo.studies import load_spec, run_study, write_results
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _commit() -> str:
-    p = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return p.stdout.strip()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
             run_study(spec, args.out, workers=args.workers, progress=False)
         csv = write_results(spec, args.out)
         meta = json.loads((csv.parent / "results.json").read_text(encoding="utf-8"))
-        meta.update(commit=_commit(), spec=str(path), results_csv=str(csv))
+        meta.update(commit=git_commit(), spec=str(path), results_csv=str(csv))
         dest = ROOT / "runs" / "bench" / f"study-{spec.name}.json"
         atomic_write_text(dest, json.dumps(meta, indent=1, default=str) + "\n")
         print(f"{spec.name}: {len(meta['cells'])} cells, {len(meta['missing'])} missing -> {dest}")

@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from tsevo.analysis import rounds_in, run_suite
+from tsevo.data import Question, Suite
 from tsevo.evolve import answer_libraries
 from tsevo.evolve.baseline import PAPER_BASELINES, paper_baseline
 from tsevo.evolve.baseline_eval import eval_baseline
@@ -151,12 +152,14 @@ def run_outcome(run: str | Path) -> dict[str, Any]:
     }
 
 
-def _split_questions(run: str | Path, split: str) -> list[Any]:
+def _split_suite(run: str | Path, split: str) -> tuple[Suite, list[Question]]:
+    """The run's suite and the questions of ``split`` (val or test only)."""
     if split not in ("val", "test"):
         raise ValueError(
             f"a study answers val or test, not {split!r} (train is what evolution read)"
         )
-    return list(run_suite(run).subset(split))
+    suite = run_suite(run)
+    return suite, list(suite.subset(split))
 
 
 def main_table(
@@ -189,7 +192,7 @@ def main_table(
     Raises:
         ValueError: An unknown method, a baseline on the builtin backend, or a train split.
     """
-    qs = _split_questions(run, split)
+    suite, qs = _split_suite(run, split)
     unknown = [m for m in methods if m not in LIBRARY_METHODS and m not in PAPER_BASELINES]
     if unknown:
         raise ValueError(
@@ -230,7 +233,7 @@ def main_table(
             continue
         assert roles is not None
         rep = eval_baseline(
-            run_suite(run), roles, paper_baseline(m), library=Library(), split=split, seed=seed
+            suite, roles, paper_baseline(m), library=Library(), split=split, seed=seed
         )
         for row in rep["tasks"]:
             n = int(row["n"])
@@ -265,7 +268,7 @@ def transfer_table(
         Columns :data:`TRANSFER_COLUMNS`, one row per task and ``ALL``; ``helped``/``harmed``
         count the questions the library flipped to right / to wrong.
     """
-    qs = _split_questions(run, split)
+    _suite, qs = _split_suite(run, split)
     libs = {"base": Library(), "transferred": Library.load(RunLayout(run).library)}
     rec = answer_libraries(
         qs, libs, answerer=target.answerer, reviewer=target.reviewer, workers=target.workers
