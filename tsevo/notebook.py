@@ -482,3 +482,35 @@ def read_metrics(run: str | Path, name: str) -> dict[str, Any]:
     store = RunStore.open(run)
     out: dict[str, Any] = store.read_json(store.layout.notebook_metrics(name))
     return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaraChainsConfig(NotebookConfig):
+    """``35_mara_chains``: rejected candidates refined along Mara chains, node by node."""
+
+    notebook: ClassVar[str] = "35_mara_chains"
+    depth: int = 3
+    """Chain steps after v0 (0: chains off, the shared run; the view then says so)."""
+    acceptance: str = "paper"
+    """Acceptance variant: paper (a node clears the prefilter bar) | code (beats the root's sum)."""
+    round: int = 1
+    """Round whose chains are shown."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.protocol()  # a bad depth or variant raises here, before any run
+
+    def protocol(self) -> ProtocolConfig:
+        """The stage protocol with Mara chains of ``depth`` steps under ``acceptance``."""
+        from dataclasses import replace
+
+        from tsevo.marachain import MaraConfig
+
+        mara = MaraConfig(depth=self.depth, acceptance=self.acceptance)
+        return replace(super().protocol(), marachain=mara)
+
+    def variant(self) -> str:
+        """``marachain-d<depth>`` (``-code`` for that variant) unless chains are off."""
+        if self.depth == 0:
+            return ""
+        return f"marachain-d{self.depth}" + ("-code" if self.acceptance == "code" else "")
