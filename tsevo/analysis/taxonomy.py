@@ -5,6 +5,12 @@
 * :func:`firings_df`: one row per (train trace, code whose detector fires) under the current
   taxonomy; ``question_id`` and ``task`` are mapped back from the suite here, for grouping only.
 * :func:`agreement_df`: one row per gate round and metric.
+* :func:`versions_df`: one row per stored version (draft, gated): status, counts, and the gate's
+  final figures with the gating metric named.
+* :func:`gaps_df`: one row per coverage gap a stored version records (never filled with filler).
+* :func:`trace_flips_df`: the questions behind the train traces as a flips frame (the base
+  answerer's answer versus the chain's final answer in that base pass), so a
+  :class:`~tsevo.widgets.FlipExplorer` can show the questions a code fires on.
 
 Ids and text are pandas ``string``; numbers and flags nullable (``Int64``, ``Float64``,
 ``boolean``).
@@ -12,25 +18,34 @@ Ids and text are pandas ``string``; numbers and flags nullable (``Int64``, ``Flo
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
 
+from tsevo.agent import AnswerRecord
 from tsevo.data import Suite
+from tsevo.evolve import flip_class
 from tsevo.taxonomy import Taxonomy, load_taxonomy
 from tsevo.taxonomy.induce import fires
-from tsevo.taxonomy.runs import agreement_records
+from tsevo.taxonomy.runs import agreement_records, trace_source
 from tsevo.taxonomy.traces import read_traces, trace_id
 
 from ._runs import Run, open_run
+from .flips import FLIPS_COLUMNS
 
 __all__ = [
     "AGREEMENT_COLUMNS",
     "CODES_COLUMNS",
     "FIRINGS_COLUMNS",
+    "GAPS_COLUMNS",
+    "VERSIONS_COLUMNS",
     "agreement_df",
     "codes_df",
     "firings_df",
+    "gaps_df",
+    "trace_flips_df",
+    "versions_df",
 ]
 
 CODES_COLUMNS: dict[str, str] = {
@@ -81,6 +96,32 @@ AGREEMENT_COLUMNS: dict[str, str] = {
     "gating": "boolean",
     "passed": "boolean",
     "n_errors": "Int64",
+}
+
+VERSIONS_COLUMNS: dict[str, str] = {
+    "taxonomy_fp": "string",
+    "version_n": "Int64",
+    "stage": "string",
+    "status": "string",
+    "n_codes": "Int64",
+    "n_retired": "Int64",
+    "n_gaps": "Int64",
+    "metric": "string",
+    "kappa": "Float64",
+    "coverage": "Float64",
+    "cohen_area": "Float64",
+    "fleiss_code_macro": "Float64",
+    "rounds_completed": "Int64",
+    "reason": "string",
+}
+GAPS_COLUMNS: dict[str, str] = {
+    "taxonomy_fp": "string",
+    "version_n": "Int64",
+    "status": "string",
+    "axis": "string",
+    "role": "string",
+    "family": "string",
+    "reason": "string",
 }
 
 
@@ -186,3 +227,116 @@ def agreement_df(run: Run) -> pd.DataFrame:
                 }
             )
     return _frame(rows, AGREEMENT_COLUMNS)
+
+
+def versions_df(run: Run) -> pd.DataFrame:
+    """Per stored version (``stage`` draft, then gated): status, counts and the gate's figures.
+
+    ``metric`` names the metric that gated (``cohen_area``: mean pairwise Cohen κ at area level;
+    ``fleiss_code_macro``: macro per-code Fleiss κ) and ``kappa`` is its final value; both κ are
+    given besides. The gate's figures are empty for a draft. No taxonomy yet: no rows.
+    """
+    store = open_run(run)
+    tp = store.layout.taxonomy
+    rows = []
+    for stage, path in (("draft", tp.draft), ("gated", tp.taxonomy)):
+        if not path.exists():
+            continue
+        tax = load_taxonomy(path)
+        agr = dict(tax.generation.get("agreement") or {})
+        rows.append(
+            {
+                "taxonomy_fp": tax.fingerprint,
+                "version_n": tax.version_n,
+                "stage": stage,
+                "status": tax.status,
+                "n_codes": len(tax.codes),
+                "n_retired": len(tax.retired),
+                "n_gaps": len(tax.coverage_gaps),
+                "metric": agr.get("metric"),
+                "kappa": agr.get("final_kappa"),
+                "coverage": agr.get("final_coverage"),
+                "cohen_area": agr.get("cohen_area"),
+                "fleiss_code_macro": agr.get("fleiss_code_macro"),
+                "rounds_completed": agr.get("rounds_completed"),
+                "reason": agr.get("reason"),
+            }
+        )
+    return _frame(rows, VERSIONS_COLUMNS)
+
+
+def gaps_df(run: Run) -> pd.DataFrame:
+    """The coverage gaps each stored version records: axis, role, feature family and why."""
+    rows = []
+    for tax in _versions(run):
+        for g in tax.coverage_gaps:
+            rows.append(
+                {
+                    "taxonomy_fp": tax.fingerprint,
+                    "version_n": tax.version_n,
+                    "status": tax.status,
+                    "axis": g.get("axis"),
+                    "role": g.get("role"),
+                    "family": g.get("family"),
+                    "reason": g.get("reason"),
+                }
+            )
+    return _frame(rows, GAPS_COLUMNS)
+
+
+def trace_flips_df(run: Run) -> pd.DataFrame:
+    """The train questions the taxonomy's traces come from, as a flips frame (``FLIPS_COLUMNS``).
+
+    One row per train question of the base pass the traces were read from (the round recorded
+    in the taxonomy manifest, else the latest base pass): ``base_answer`` is the base
+    answerer's option and ``final_answer`` the chain's, so ``flip`` says what the chain did to
+    it (helped, harmed, unchanged); ``split`` is ``train``. No base pass: no rows.
+    """
+    store = open_run(run)
+    source = (store.read_json_or(store.layout.taxonomy.manifest, {}) or {}).get("source", {})
+    try:
+        r = int(source["round"]) if "round" in source else trace_source(store)[0]
+    except FileNotFoundError:
+        return pd.DataFrame(columns=FLIPS_COLUMNS)
+    path = store.layout.round(r).base_pass
+    if not path.exists():
+        return pd.DataFrame(columns=FLIPS_COLUMNS)
+    suite = Suite.load(store.layout.suite)
+    rows = []
+    for row in sorted(store.read_parquet(path).to_dict("records"), key=lambda d: str(d["qid"])):
+        rec = AnswerRecord.from_row(row)
+        if suite.splits.get(rec.qid) != "train" or rec.qid not in suite:
+            continue
+        q = suite[rec.qid]
+        base_ok = q.gold is not None and rec.base_answer == q.gold
+        last = rec.steps[-1] if rec.steps else None
+        evidence = {
+            tr.tool_id: dict(tr.outputs)
+            for s in rec.steps
+            for tr in s.runs
+            if tr.outputs is not None
+        }
+        rows.append(
+            {
+                "round": r,
+                "split": "train",
+                "qid": rec.qid,
+                "task": q.task,
+                "subtask": q.subtask,
+                "question": q.question,
+                "options": list(q.options),
+                "gold": q.gold,
+                "base_answer": rec.base_answer,
+                "final_answer": rec.final_answer,
+                "base_correct": base_ok,
+                "final_correct": rec.correct,
+                "flip": flip_class(base_ok, bool(rec.correct)) if rec.completed else None,
+                "tools_run": list(rec.tools_run),
+                "tools_ok": list(rec.tools_ok),
+                "replaced_by": list(rec.replaced_by),
+                "decision": last.decision if last else "",
+                "reason": last.reason if last else "",
+                "evidence_json": json.dumps(evidence, sort_keys=True),
+            }
+        )
+    return pd.DataFrame(rows, columns=FLIPS_COLUMNS)
