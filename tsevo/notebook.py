@@ -514,3 +514,50 @@ class MaraChainsConfig(NotebookConfig):
         if self.depth == 0:
             return ""
         return f"marachain-d{self.depth}" + ("-code" if self.acceptance == "code" else "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaxonomyNotebookConfig(NotebookConfig):
+    """``25_taxonomy``: failure codes induced from the train traces, gated by agreement, browsed."""
+
+    notebook: ClassVar[str] = "25_taxonomy"
+    round: int = 0
+    """Base pass round the traces come from (0: the latest round with a base pass)."""
+    taxonomy_seed: int = 0
+    """Seeds the induction/gate pool split and the gate's trace sampler."""
+    metric: str = "cohen_area"
+    """Gating metric: cohen_area (mean pairwise Cohen κ at area level, the paper) |
+    fleiss_code_macro (macro per-code Fleiss κ, the released code); both are reported."""
+    kappa_target: float = 0.75
+    """κ a gate round must reach (the paper: 0.75)."""
+    coverage_floor: float = 0.70
+    """Share of confirmed errors with a consolidated code a gate round must reach (0.70)."""
+    max_rounds: int = 5
+    """Gate rounds of 5 stratified gate-pool traces at most."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.metric not in ("cohen_area", "fleiss_code_macro"):
+            raise ValueError(f"metric must be cohen_area or fleiss_code_macro, got {self.metric!r}")
+
+    def source_round(self) -> int | None:
+        """``round``, or None for the latest base pass."""
+        return self.round or None
+
+    def induce_config(self) -> Any:
+        """The builtin induction's config (:class:`tsevo.taxonomy.induce.InduceConfig`)."""
+        from tsevo.taxonomy.induce import InduceConfig
+
+        return InduceConfig(seed=self.taxonomy_seed)
+
+    def gate_config(self) -> Any:
+        """The builtin gate's config (:class:`tsevo.taxonomy.gate.GateConfig`)."""
+        from tsevo.taxonomy.gate import GateConfig as TaxonomyGateConfig
+
+        return TaxonomyGateConfig(
+            seed=self.taxonomy_seed,
+            metric=self.metric,
+            kappa_target=self.kappa_target,
+            coverage_floor=self.coverage_floor,
+            max_rounds=self.max_rounds,
+        )

@@ -8,6 +8,8 @@
 * :func:`versions_df`: one row per stored version (draft, gated): status, counts, and the gate's
   final figures with the gating metric named.
 * :func:`gaps_df`: one row per coverage gap a stored version records (never filled with filler).
+* :func:`taxonomy_metrics`: the headline numbers (status, gating metric, both κ, coverage, codes
+  per axis, gaps, firings) as small JSON for a notebook's metrics file.
 * :func:`trace_flips_df`: the questions behind the train traces as a flips frame (the base
   answerer's answer versus the chain's final answer in that base pass), so a
   :class:`~tsevo.widgets.FlipExplorer` can show the questions a code fires on.
@@ -44,6 +46,7 @@ __all__ = [
     "codes_df",
     "firings_df",
     "gaps_df",
+    "taxonomy_metrics",
     "trace_flips_df",
     "versions_df",
 ]
@@ -340,3 +343,39 @@ def trace_flips_df(run: Run) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=FLIPS_COLUMNS)
+
+
+def taxonomy_metrics(run: Run) -> dict[str, Any]:
+    """Headline numbers of the run's current taxonomy (JSON-friendly; ``{"taxonomy": "none"}``).
+
+    Keys: ``status, version_n, fingerprint, metric`` (the gating one), ``kappa`` (its final
+    value), ``cohen_area, fleiss_code_macro, coverage, rounds, codes_A, codes_B, codes_C, gaps,
+    firings, traces_fired``. An undefined κ is ``None``.
+    """
+    versions = versions_df(run)
+    if len(versions) == 0:
+        return {"taxonomy": "none"}
+    v = versions.iloc[-1]
+    codes = codes_df(run)
+    cur = codes[(codes["taxonomy_fp"] == v["taxonomy_fp"]) & (codes["status"] == v["status"])]
+    cur = cur[~cur["retired"].fillna(False).astype(bool)]
+    fired = firings_df(run)
+
+    def num(x: Any) -> float | None:
+        return None if pd.isna(x) else round(float(x), 6)
+
+    return {
+        "status": str(v["status"]),
+        "version_n": int(v["version_n"]),
+        "fingerprint": str(v["taxonomy_fp"]),
+        "metric": None if pd.isna(v["metric"]) else str(v["metric"]),
+        "kappa": num(v["kappa"]),
+        "cohen_area": num(v["cohen_area"]),
+        "fleiss_code_macro": num(v["fleiss_code_macro"]),
+        "coverage": num(v["coverage"]),
+        "rounds": None if pd.isna(v["rounds_completed"]) else int(v["rounds_completed"]),
+        **{f"codes_{a}": int((cur["axis"] == a).sum()) for a in ("A", "B", "C")},
+        "gaps": int(v["n_gaps"]),
+        "firings": len(fired),
+        "traces_fired": int(fired["trace_id"].nunique()),
+    }
