@@ -1,8 +1,13 @@
-"""The taxonomy command: ``tsevo taxonomy induce|gate|show RUN`` (builtin, offline).
+"""The taxonomy command: ``tsevo taxonomy induce|gate|show RUN``.
 
 ``induce`` normalizes the train traces of a round's base pass and mines a draft; ``gate`` runs
-the builtin four-reader panel on the gate pool and writes the status; ``show`` prints the codes,
-the gaps and the agreement. Every file lands under the run's taxonomy folder.
+the four-reader panel on the gate pool and writes the status; ``show`` prints the codes, the gaps
+and the agreement. Every file lands under the run's taxonomy folder.
+
+``--backend builtin`` (default) is offline; ``--backend llm`` runs induction's 8 LLM steps and
+the four LLM annotators, with the LLM settings ``tsevo evolve`` takes (flags < environment
+``TSEVO_LLM_*`` < ``--llm-config`` file, the key from the environment only; the response cache
+defaults to the run's ``llm_cache.sqlite``, so a rerun makes no calls).
 """
 
 from __future__ import annotations
@@ -10,13 +15,16 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 from typing import Any
+
+from tsevo.roles.llm import LLMClient, RoleConfigs
 
 from .gate import GateConfig
 from .induce import InduceConfig
 from .jsonio import taxonomy_to_dict
 from .model import Taxonomy
-from .runs import gate_run, induce_run, show_run
+from .runs import BACKENDS, gate_run, induce_run, llm_client, show_run
 
 __all__ = ["add_taxonomy_parser", "describe", "taxonomy_command"]
 
@@ -45,18 +53,75 @@ def describe(tax: Taxonomy) -> str:
     return "\n".join(lines)
 
 
+def llm_configs(args: argparse.Namespace) -> RoleConfigs:
+    """Role configs from the LLM flags (file < environment < flags), as ``tsevo evolve`` builds them."""
+    budget = {
+        k: v
+        for k, v in {
+            "max_calls": args.budget_calls,
+            "max_tokens": args.budget_tokens,
+            "max_wall_s": args.budget_wall_s,
+        }.items()
+        if v is not None
+    }
+    return RoleConfigs.load(
+        args.llm_config,
+        base_url=args.base_url,
+        model=args.model,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        timeout_s=args.timeout,
+        concurrency=args.concurrency,
+        reasoning_effort=args.reasoning_effort,
+        cache_mode=args.cache_mode,
+        cache_path=str(args.cache_path) if args.cache_path else None,
+        max_prompt_tokens=args.max_prompt_tokens,
+        json_mode=args.json_mode,
+        budget=budget or None,
+    )
+
+
+def _accounting(client: LLMClient | None) -> None:
+    if client is None:
+        return
+    print("LLM accounting:\n" + client.accounting.summary())
+
+
 def taxonomy_command(args: argparse.Namespace) -> int:
     """Run one ``tsevo taxonomy`` subcommand."""
     t0 = time.perf_counter()
+    backend = getattr(args, "backend", "builtin")
+    client = llm_client(args.run, llm_configs(args)) if backend == "llm" else None
+    try:
+        return _run(args, backend, client, t0)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _run(args: argparse.Namespace, backend: str, client: LLMClient | None, t0: float) -> int:
     if args.taxonomy_cmd == "induce":
-        result = induce_run(args.run, round_=args.round, config=InduceConfig(seed=args.seed))
+        result = induce_run(
+            args.run,
+            round_=args.round,
+            config=InduceConfig(seed=args.seed),
+            backend=backend,
+            llm=client,
+        )
         tax = result.taxonomy
         print(
             f"induced from {len(result.pool_ids)} traces ({len(result.gate_ids)} in the gate pool)"
         )
+        _accounting(client)
     elif args.taxonomy_cmd == "gate":
-        res = gate_run(args.run, config=GateConfig(seed=args.seed, metric=args.metric))
+        res = gate_run(
+            args.run,
+            config=GateConfig(seed=args.seed, metric=args.metric),
+            backend=backend,
+            llm=client,
+        )
         tax = res.taxonomy
+        _accounting(client)
         for rnd in res.rounds:
             print(
                 f"round {rnd['round']}: {len(rnd['errors'])} errors, cohen_area "
@@ -77,19 +142,55 @@ def taxonomy_command(args: argparse.Namespace) -> int:
 def add_taxonomy_parser(sub: Any) -> None:
     """Add ``taxonomy induce|gate|show`` to the ``tsevo`` subparsers."""
     tx = sub.add_parser(
-        "taxonomy", help="failure taxonomies (AdaMAST, builtin): induce, gate, show"
+        "taxonomy", help="failure taxonomies (AdaMAST; builtin or LLM): induce, gate, show"
     )
     txsub = tx.add_subparsers(dest="taxonomy_cmd", required=True)
     ind = txsub.add_parser("induce", help="mine a draft taxonomy from a run's train traces")
     ind.add_argument("run", help="run folder")
     ind.add_argument("--round", type=int, default=None, help="base pass round (default: latest)")
     ind.add_argument("--seed", type=int, default=0)
-    gt = txsub.add_parser("gate", help="gate the draft with the builtin four-reader panel")
+    gt = txsub.add_parser("gate", help="gate the draft with a four-annotator panel")
     gt.add_argument("run", help="run folder")
     gt.add_argument("--seed", type=int, default=0)
     gt.add_argument("--metric", default="cohen_area", choices=("cohen_area", "fleiss_code_macro"))
     sh = txsub.add_parser("show", help="print the run's taxonomy (gated, else the draft)")
     sh.add_argument("run", help="run folder")
     sh.add_argument("--json", action="store_true", help="print taxonomy.json")
+    for p in (ind, gt):
+        p.add_argument("--backend", choices=BACKENDS, default="builtin")
+        _add_llm_flags(p)
     for p in (ind, gt, sh):
         p.set_defaults(func=taxonomy_command)
+
+
+def _add_llm_flags(p: argparse.ArgumentParser) -> None:
+    """The LLM flags of ``tsevo evolve`` (same names, same meaning)."""
+    g = p.add_argument_group(
+        "LLM backend (--backend llm; also TSEVO_LLM_* variables and a config file; "
+        "the API key only from TSEVO_LLM_API_KEY or OPENAI_API_KEY)"
+    )
+    g.add_argument("--base-url", help="OpenAI-compatible endpoint incl. /v1")
+    g.add_argument("--model", help="model id as the server names it")
+    g.add_argument("--llm-config", type=Path, help="LLM config file (TOML or JSON)")
+    g.add_argument("--temperature", type=float)
+    g.add_argument("--max-tokens", type=int, help="completion tokens per call")
+    g.add_argument("--max-prompt-tokens", type=int, help="estimated prompt-token limit per call")
+    g.add_argument("--timeout", type=float, help="seconds per request")
+    g.add_argument("--concurrency", type=int, help="requests in flight at once")
+    g.add_argument("--reasoning-effort", choices=["low", "medium", "high"])
+    g.add_argument(
+        "--json-mode",
+        choices=["auto", "json_schema", "json_object_schema", "json_object", "prompt"],
+        help="response_format support (auto: detected by probing)",
+    )
+    g.add_argument(
+        "--cache-mode",
+        choices=["read_write", "replay", "off"],
+        help="read_write (default), replay (offline, fails on an unseen request) or off",
+    )
+    g.add_argument(
+        "--cache-path", type=Path, help="response cache file (default: the run's llm_cache.sqlite)"
+    )
+    g.add_argument("--budget-calls", type=int, help="stop after this many LLM requests")
+    g.add_argument("--budget-tokens", type=int, help="stop after this many tokens")
+    g.add_argument("--budget-wall-s", type=float, help="stop after this many seconds")

@@ -12,23 +12,35 @@ from typing import Any
 
 from tsevo.agent import AnswerRecord
 from tsevo.data import Suite
+from tsevo.roles.llm import LLMClient, LLMConfig, RoleConfigs
 from tsevo.store import RunStore
 
 from .gate import GateConfig, GateResult, gate
 from .induce import InduceConfig, Induction, induce
 from .jsonio import append_lineage, load_taxonomy, save_taxonomy
+from .llm import LLMOptions
+from .llm_induce import llm_induce
+from .llm_panel import PANEL, llm_gate
 from .model import Taxonomy
 from .traces import Trace, normalize, read_traces, write_traces
 
 __all__ = [
+    "BACKENDS",
     "agreement_records",
     "base_round",
     "gate_run",
     "induce_run",
+    "llm_client",
     "run_traces",
     "show_run",
     "trace_source",
 ]
+
+
+#: Induction and gate backends.
+BACKENDS: tuple[str, ...] = ("builtin", "llm")
+
+LLMSettings = LLMConfig | RoleConfigs | LLMClient
 
 
 def _store(run: str | Path | RunStore) -> RunStore:
@@ -70,20 +82,95 @@ def _write_json(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n", "utf-8")
 
 
+def _check_backend(backend: str, llm: LLMSettings | None) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown taxonomy backend {backend!r}; use one of {BACKENDS}")
+    if backend == "llm" and llm is None:
+        raise ValueError("the llm backend needs llm= (an LLMConfig, RoleConfigs or LLMClient)")
+
+
+def llm_client(run: str | Path | RunStore, llm: LLMSettings) -> LLMClient:
+    """The client for the taxonomy's LLM steps (a config's cache defaults to the run's cache)."""
+    if isinstance(llm, LLMClient):
+        return llm
+    roles = llm if isinstance(llm, RoleConfigs) else RoleConfigs(llm)
+    d = roles.default
+    if d.cache_path is None and d.cache_mode != "off":
+        cache = str(_store(run).layout.llm_cache)
+        roles = RoleConfigs(d.replace(cache_path=cache), dict(roles.overrides))
+    return LLMClient(roles)
+
+
+def _llm_record(client: LLMClient, opts: LLMOptions) -> dict[str, Any]:
+    """What the manifest says about the LLM.
+
+    No credentials, no endpoint and no counts: a rerun from the cache (or against the same
+    model elsewhere) writes the same bytes.
+    """
+    d = client.config
+    return {
+        "model": d.model,
+        "temperature": d.temperature,
+        "seed": d.seed,
+        "options": {**opts.__dict__, "annotator_models": list(opts.annotator_models)},
+    }
+
+
+def _with_client(run: RunStore, llm: LLMSettings, fn: Any) -> Any:
+    client = llm_client(run, llm)
+    try:
+        return fn(client)
+    finally:
+        if client is not llm:
+            client.close()
+
+
 def induce_run(
-    run: str | Path | RunStore, *, round_: int | None = None, config: InduceConfig | None = None
+    run: str | Path | RunStore,
+    *,
+    round_: int | None = None,
+    config: InduceConfig | None = None,
+    backend: str = "builtin",
+    llm: LLMSettings | None = None,
+    options: LLMOptions | None = None,
 ) -> Induction:
     """Normalize the traces and induce a draft, written under the run's taxonomy folder.
 
     Writes the train traces, one record per induction step, the draft and the manifest.
+
+    Args:
+        run: The run folder (or its store).
+        round_: The base pass round (default: the latest).
+        config: The miner's numbers and the pool seed.
+        backend: ``builtin`` (the miner) or ``llm`` (8 LLM steps, :mod:`.llm_induce`).
+        llm: For ``llm``: a config (its cache defaults to the run's ``llm_cache.sqlite``) or a
+            client (the caller's, not closed here).
+        options: What the LLM steps show and how they ask.
     """
+    _check_backend(backend, llm)
     store = _store(run)
     cfg = config or InduceConfig()
+    opts = options or LLMOptions()
     tp = store.layout.taxonomy
     r, library = trace_source(store, round_)
     traces = run_traces(store, r, seed=cfg.seed)
     write_traces(traces, tp.traces("train"))
-    result = induce(traces, cfg)
+    llm_rec: dict[str, Any] | None = None
+    if backend == "llm":
+        assert llm is not None
+
+        def go(client: LLMClient) -> Induction:
+            nonlocal llm_rec
+            llm_rec = _llm_record(client, opts)
+            return llm_induce(traces, client, cfg, opts)
+
+        result = _with_client(store, llm, go)
+    else:
+        result = induce(traces, cfg)
+    if tp.dir.joinpath("draft").exists():  # step records of an earlier run that this one lacks
+        for old in tp.dir.joinpath("draft").glob("*.json"):
+            if old.stem not in result.steps:
+                old.unlink()
     for name, record in result.steps.items():
         _write_json(tp.draft_step(name), record)
     save_taxonomy(result.taxonomy, tp.draft)
@@ -95,6 +182,8 @@ def induce_run(
                 "traces": len(traces),
                 "pool": len(result.pool_ids),
                 "gate_pool": len(result.gate_ids),
+                "backend": backend,
+                **({"llm": llm_rec} if llm_rec is not None else {}),
             },
             "draft_fingerprint": result.taxonomy.fingerprint,
             "source": {"round": r, "split": "train", "library": library, "kind": "answer"},
@@ -103,18 +192,46 @@ def induce_run(
     return result
 
 
-def gate_run(run: str | Path | RunStore, *, config: GateConfig | None = None) -> GateResult:
+def gate_run(
+    run: str | Path | RunStore,
+    *,
+    config: GateConfig | None = None,
+    backend: str = "builtin",
+    llm: LLMSettings | None = None,
+    options: LLMOptions | None = None,
+) -> GateResult:
     """Gate the run's draft on its gate pool, written under the run's taxonomy folder.
 
     Writes each round's agreement record, the taxonomy (status from the last round), its
     version, the lineage of gate edits and the manifest.
+
+    Args:
+        run: The run folder (or its store).
+        config: The gate's numbers.
+        backend: ``builtin`` (the four-reader panel) or ``llm`` (four LLM annotators,
+            :mod:`.llm_panel`).
+        llm: For ``llm``: a config or a client (as in :func:`induce_run`).
+        options: What the annotators see and how they ask.
     """
+    _check_backend(backend, llm)
     store = _store(run)
     cfg = config or GateConfig()
+    opts = options or LLMOptions()
     tp = store.layout.taxonomy
     draft = load_taxonomy(tp.draft)
     traces = read_traces(tp.traces("train"))
-    result = gate(draft, traces, cfg)
+    llm_rec: dict[str, Any] | None = None
+    if backend == "llm":
+        assert llm is not None
+
+        def go(client: LLMClient) -> GateResult:
+            nonlocal llm_rec
+            llm_rec = _llm_record(client, opts)
+            return llm_gate(draft, traces, client, cfg, opts)
+
+        result = _with_client(store, llm, go)
+    else:
+        result = gate(draft, traces, cfg)
     for rnd in result.rounds:
         _write_json(tp.agreement_round(rnd["fingerprint"][7:19], rnd["round"]), rnd)
     if tp.agreement_dir.exists():  # rounds of an earlier gate run that this one did not rewrite
@@ -130,7 +247,9 @@ def gate_run(run: str | Path | RunStore, *, config: GateConfig | None = None) ->
     manifest = json.loads(tp.manifest.read_text("utf-8")) if tp.manifest.exists() else {}
     manifest["gate"] = {
         "config": cfg.__dict__,
-        "panel": "builtin-4view",
+        "panel": PANEL if backend == "llm" else "builtin-4view",
+        "backend": backend,
+        **({"llm": llm_rec} if llm_rec is not None else {}),
         "metric": result.metric,
         "status": result.taxonomy.status,
         "fingerprint": result.taxonomy.fingerprint,
