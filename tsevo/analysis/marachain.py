@@ -271,6 +271,23 @@ def _bits_sum(a: str, b: str | None) -> int | None:
     return sum(int(x) - int(y) for x, y in zip(a, b, strict=True))
 
 
+def _categories(node: Mapping[str, Any]) -> str:
+    """A node's analysis categories as text: the leading one first, then each with its rows.
+
+    Reads ``category`` (the leading category) and ``categories`` (a list of codes, or codes
+    mapped to their row counts) when the chain recorded them; ``""`` otherwise.
+    """
+    cats = node.get("categories") or {}
+    lead = str(node.get("category") or "")
+    if isinstance(cats, Mapping):
+        items = [f"{k} {v}" for k, v in cats.items() if v]
+    else:
+        items = [str(c) for c in cats]
+    if lead:
+        items = [f"lead {lead}", *items]
+    return ", ".join(items)
+
+
 def chain_lineage_df(run: Run) -> pd.DataFrame:
     """The lineage tree of every chained group, columns :data:`CHAIN_LINEAGE_COLUMNS`.
 
@@ -278,9 +295,9 @@ def chain_lineage_df(run: Run) -> pd.DataFrame:
     ``""``: a child of the root library; ``scored_on`` ``own probe`` except v0, which the chain
     rescored on its ``batch``) and per chain node (``kind`` ``chain``, ``depth`` its step,
     ``parent_id`` the node it edited, ``axis``/``subject`` the move). ``net`` is repairs − harms;
-    ``sum_d_prev`` Σ ``d_prev`` over the batch (``None`` off the batch); ``categories`` the
-    analysis categories of the step that produced the node, comma-joined (``""`` where none was
-    recorded: the builtin chain labels moves, not categories); ``invalid_reason`` the failed checks
+    ``sum_d_prev`` Σ ``d_prev`` over the batch (NaN off the batch); ``categories`` the diagnosis
+    categories of the step that produced the node (the leading one, then each with its rows;
+    ``""`` where the chain recorded none); ``invalid_reason`` the failed checks
     of a node that was never scored (``valid`` false).
     """
     rows = []
@@ -321,7 +338,7 @@ def chain_lineage_df(run: Run) -> pd.DataFrame:
                     "sum_d_prev": _bits_sum(v0.get("credited", ""), root_bits) if is_v0 else None,
                     "n_fixed": 0,
                     "n_broke": 0,
-                    "categories": ", ".join(a.get("categories", [])),
+                    "categories": _categories(a),
                     "is_start": is_v0,
                     "kept_parent": False,
                     "winner": nid == won,
@@ -355,7 +372,7 @@ def chain_lineage_df(run: Run) -> pd.DataFrame:
                     ),
                     "n_fixed": len(n.get("fixed", [])),
                     "n_broke": len(n.get("broke", [])),
-                    "categories": ", ".join(n.get("categories", [])),
+                    "categories": _categories(n),
                     "is_start": False,
                     "kept_parent": bool(n.get("kept_parent", False)),
                     "winner": nid == won,
@@ -414,7 +431,9 @@ def chain_records_df(run: Run) -> pd.DataFrame:
     as one stage (how the prefilter scored it), read from ``evals/<arm>.jsonl``; ``base_*`` come
     from the round's train base arm (``L_{r-1}`` alone) and ``flip`` compares the two (helped |
     harmed | unchanged-right | unchanged-wrong). ``fact`` is what the node's artifact did
-    (``O`` not shortlisted, ``E`` error, ``A`` abstained, ``R`` replaced, ``K`` kept). Question
+    (:data:`tsevo.marachain.FACTS`): the chain's stored per-row facts when it recorded them,
+    otherwise read from the record (``O`` not shortlisted, ``E`` error, ``A`` abstained, ``R``
+    replaced, ``K`` kept). Question
     text, options, gold, task and subtask come from the run's suite (train rows only). Nodes whose
     arm cannot be rebuilt (no saved candidate, or ``L_{r-1}`` not matching the stored base arm)
     have no rows.
@@ -440,11 +459,14 @@ def chain_records_df(run: Run) -> pd.DataFrame:
                 continue
             arm = f"train.{prev.append_stage(Stage(r, (tool,))).fingerprint()}"
             recs = load_records(store, arm)
-            for q, part in zip(qids, parts, strict=False):
+            stored = str(n.get("facts") or "")
+            for j, (q, part) in enumerate(zip(qids, parts, strict=False)):
                 if q not in recs or q not in suite:
                     continue
                 head = {"round": r, "group": g["group_id"], "chain_id": ch["chain_id"]}
                 head.update(node_id=nid, part=part, arm=arm)
+                if len(stored) == len(qids):
+                    head["fact"] = stored[j]
                 rows.append(_record_row(head, suite[q], base.get(q), recs[q]))
     return pd.DataFrame(rows, columns=CHAIN_RECORDS_COLUMNS)
 
@@ -470,7 +492,7 @@ def _record_row(
         "base_correct": b.correct if b is not None else None,
         "final_correct": a.correct,
         "flip": flip_of(b, a) if b is not None else None,
-        "fact": _fact(a, nid),
+        "fact": head.get("fact") or _fact(a, nid),
         "tools_run": list(a.tools_run),
         "tools_ok": list(a.tools_ok),
         "replaced_by": list(a.replaced_by),
