@@ -159,7 +159,7 @@ def test_cached_rerun_makes_zero_calls_and_identical_artifacts(llm_run):
         base = ["--backend", "llm", "--base-url", srv.base_url, "--model", "scripted"]
         assert main(["taxonomy", "induce", str(root), *base]) == 0
         assert main(["taxonomy", "gate", str(root), *base]) == 0
-        assert srv.n_chat == 0
+        assert srv.n_requests == 0  # not a chat, not a capability probe
     assert _files(lay) == llm_run["files"]
     # replay mode: the same, with no network at all
     with FakeOpenAIServer(default=Fault.server_error(500)) as srv:
@@ -286,3 +286,35 @@ def _few():
     from tests.taxonomy_fixtures import planted
 
     return planted(n=30)[0][:6]
+
+
+def test_dedup_and_structure_repair(tmp_path):
+    root = planted_run(tmp_path / "run", n=120)
+    resp = TaxonomyResponder()
+
+    def messy(reply):  # a badly named code and a second name for the same detector
+        codes = [dict(c) for c in reply["codes"]]
+        assert codes, "the responder finds A codes on the planted run"
+        twin = {**codes[0], "name": "Same_Failure_Named_Twice"}
+        codes[0]["name"] = "tool error seen in many of these failed runs"
+        return {"codes": [*codes, twin]}
+
+    resp.inject("axis_a", messy)
+    with FakeOpenAIServer(resp) as srv:
+        ind = induce_run(root, backend="llm", llm=_cfg(srv, cache_mode="off"))
+    assert resp.counts["dedup"] == 1 and resp.counts["structure"] == 1
+    removed = ind.steps["step6_dedup"]["removed"]
+    assert [k for k, v in removed.items() if v.startswith("duplicate of D1")]  # the model named it
+    s7 = ind.steps["step7_structure"]
+    assert "D1" in s7["problems"] and s7["reply"]["fixes"] and not s7["dropped"]
+    names = [c.name for c in ind.taxonomy.axis("A")]
+    assert "Tool_Error_Seen_In_Many_Of" in names and "Same_Failure_Named_Twice" not in names
+
+
+def test_cli_llm_backend_needs_a_model(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TSEVO_LLM_MODEL", raising=False)
+    monkeypatch.delenv("TSEVO_LLM_CONFIG", raising=False)
+    root = planted_run(tmp_path / "run", n=40)
+    assert main(["taxonomy", "induce", str(root), "--backend", "llm"]) == 2
+    assert "needs a model" in capsys.readouterr().err
+    assert not RunLayout(root).taxonomy.draft.exists()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,17 @@ def taxonomy_command(args: argparse.Namespace) -> int:
     """Run one ``tsevo taxonomy`` subcommand."""
     t0 = time.perf_counter()
     backend = getattr(args, "backend", "builtin")
-    client = llm_client(args.run, llm_configs(args)) if backend == "llm" else None
+    client = None
+    if backend == "llm":
+        configs = llm_configs(args)
+        if not configs.default.model:
+            print(
+                "tsevo taxonomy: --backend llm needs a model (--model, TSEVO_LLM_MODEL or "
+                "--llm-config)",
+                file=sys.stderr,
+            )
+            return 2
+        client = llm_client(args.run, configs)
     try:
         return _run(args, backend, client, t0)
     finally:
