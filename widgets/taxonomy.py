@@ -610,7 +610,7 @@ class TaxonomyBrowser:
             if len(g):
                 parts.append(
                     table_html(
-                        g.fillna({"applies_to_role": "(any)"}).to_dict("records"),
+                        g.fillna({"applies_to_role": "(any)", "severity": ""}).to_dict("records"),
                         ["code_id", "name", "applies_to_role", "severity", "firings"],
                     )
                 )
