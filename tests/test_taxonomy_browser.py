@@ -34,7 +34,7 @@ from tsevo.analysis.taxonomy import (
     versions_df,
 )
 from tsevo.store import RunLayout
-from tsevo.taxonomy import Add, Code, apply_edits, load_taxonomy, save_taxonomy
+from tsevo.taxonomy import Add, Code, Retire, apply_edits, load_taxonomy, save_taxonomy
 from tsevo.taxonomy.gate import GateConfig
 from tsevo.taxonomy.induce import fires
 from tsevo.taxonomy.runs import gate_run, induce_run
@@ -162,6 +162,26 @@ def test_badge_names_the_gating_metric_and_its_kappa(gated: Path) -> None:
     b.version.value = draft[0]
     assert "before the gate" in badge_text(b.current, b.agreement)
     assert "not gated yet" in badge_text(b.current)  # no agreement rounds at all
+
+
+def test_retired_toggle_and_version_switch(edited: Path, tmp_path: Path) -> None:
+    run = tmp_path / "retired"
+    shutil.copytree(edited, run)
+    tp = RunLayout(run).taxonomy
+    tax = load_taxonomy(tp.taxonomy)
+    gone = tax.axis("A")[-1].id
+    save_taxonomy(apply_edits(tax, [Retire(gone)], trigger="test").taxonomy, tp.taxonomy)
+    b = TaxonomyBrowser.from_run(run)
+    assert "not gated yet" in badge_text(b.current, b.agreement)  # an edit drops the gate
+    assert gone not in [v for _, v in b.codes_list.options]
+    b.show_retired.value = True
+    labels = dict((v, lab) for lab, v in b.codes_list.options)
+    assert gone in labels and labels[gone].endswith("· retired")
+    b.show_retired.value = False
+    draft = load_taxonomy(tp.draft)
+    b.version.value = next(k for _, k in b.version.options if k.endswith("|draft"))
+    assert [v for _, v in b.codes_list.options] == [c.id for c in draft.axis("A")]
+    assert b.current is not None and b.current["status"] == "draft"
 
 
 def test_badge_follows_a_gate_by_fleiss(gated: Path) -> None:
