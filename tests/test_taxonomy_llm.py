@@ -318,3 +318,19 @@ def test_cli_llm_backend_needs_a_model(tmp_path, capsys, monkeypatch):
     assert main(["taxonomy", "induce", str(root), "--backend", "llm"]) == 2
     assert "needs a model" in capsys.readouterr().err
     assert not RunLayout(root).taxonomy.draft.exists()
+
+
+def test_llm_gate_edits_between_rounds(tmp_path):
+    root = planted_run(tmp_path / "run", n=200)
+    induce_run(root)  # a builtin draft: the LLM panel gates any draft
+    resp = TaxonomyResponder(noise=0.6)  # annotators that disagree: low per-code kappa
+    with FakeOpenAIServer(resp) as srv:
+        res = gate_run(root, backend="llm", llm=_cfg(srv, cache_mode="off"))
+    failed = [r for r in res.rounds[:-1] if not r["passed"]]
+    assert failed and resp.counts["edits"] == len(failed)
+    assert all(r["edits"]["error"] is None for r in failed)
+    relabels = [e for entry in res.lineage for e in entry.edits if e["op"] == "relabel"]
+    assert relabels and all("(llm)" in entry.trigger for entry in res.lineage)
+    assert res.taxonomy.version_n == 1 + len(res.lineage)
+    fps = [r["fingerprint"] for r in res.rounds]
+    assert len(set(fps)) > 1  # later rounds label the edited version

@@ -49,7 +49,8 @@ def describe(tax: Taxonomy) -> str:
             role = f" [{c.applies_to_role}]" if c.applies_to_role else ""
             lines.append(f"  {c.id:<5} {c.name}{role}: {'; '.join(c.detection_heuristics)}")
     for g in tax.coverage_gaps:
-        who = f" {g.get('role')}" if g.get("role") else ""
+        where = g.get("role") or g.get("area")
+        who = f" {where}" if where else ""
         lines.append(f"  gap {g.get('axis')}{who}: {g.get('reason')}")
     return "\n".join(lines)
 
