@@ -39,9 +39,14 @@ __all__ = [
     "EMPTY_MESSAGE",
     "METRIC_NAMES",
     "TaxonomyBrowser",
+    "badge_html",
     "badge_text",
+    "code_label",
     "code_panel_html",
     "codes_by_axis",
+    "frequencies",
+    "gaps_html",
+    "questions_of",
     "traces_explorer",
 ]
 
@@ -94,9 +99,9 @@ def frequencies(firings: Any, fp: str) -> dict[str, int] | None:
     """Firings per code id under taxonomy ``fp`` (None: firings were computed for another version)."""
     if len(firings) == 0:
         return {}
-    mine = firings[firings["taxonomy_fp"] == fp]
-    if len(mine) == 0 and fp not in set(firings["taxonomy_fp"]):
+    if fp not in set(firings["taxonomy_fp"]):
         return None
+    mine = firings[firings["taxonomy_fp"] == fp]
     return {str(k): int(v) for k, v in mine["code_id"].value_counts().items()}
 
 
