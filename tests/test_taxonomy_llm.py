@@ -334,3 +334,20 @@ def test_llm_gate_edits_between_rounds(tmp_path):
     assert res.taxonomy.version_n == 1 + len(res.lineage)
     fps = [r["fingerprint"] for r in res.rounds]
     assert len(set(fps)) > 1  # later rounds label the edited version
+
+
+def test_cli_gate_with_four_annotator_models(tmp_path, capsys):
+    root = planted_run(tmp_path / "run", n=120)
+    assert main(["taxonomy", "induce", str(root)]) == 0  # builtin draft
+    with FakeOpenAIServer(TaxonomyResponder()) as srv:
+        args = ["--backend", "llm", "--base-url", srv.base_url, "--model", "scripted"]
+        args += ["--annotator-models", "m-a,m-b,m-c,m-d", "--cache-mode", "off"]
+        assert main(["taxonomy", "gate", str(root), *args]) == 0
+        asked = [b["model"] for b in srv.chat_requests() if "You are annotator" in json.dumps(b)]
+    assert "LLM accounting" in capsys.readouterr().out
+    assert set(asked) == {"m-a", "m-b", "m-c", "m-d"}
+    man = json.loads(RunLayout(root).taxonomy.manifest.read_text())
+    assert man["gate"]["llm"]["options"]["annotator_models"] == ["m-a", "m-b", "m-c", "m-d"]
+    assert man["induce"]["backend"] == "builtin"
+    with pytest.raises(SystemExit):
+        main(["taxonomy", "gate", str(root), "--annotator-models", "only,three,models"])

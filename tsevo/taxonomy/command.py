@@ -24,6 +24,7 @@ from tsevo.roles.llm import LLMClient, RoleConfigs
 from .gate import GateConfig
 from .induce import InduceConfig
 from .jsonio import taxonomy_to_dict
+from .llm import LLMOptions
 from .model import Taxonomy
 from .runs import BACKENDS, gate_run, induce_run, llm_client, show_run
 
@@ -131,6 +132,7 @@ def _run(args: argparse.Namespace, backend: str, client: LLMClient | None, t0: f
             config=GateConfig(seed=args.seed, metric=args.metric),
             backend=backend,
             llm=client,
+            options=LLMOptions(annotator_models=tuple(args.annotator_models or ())),
         )
         tax = res.taxonomy
         _accounting(client)
@@ -165,6 +167,11 @@ def add_taxonomy_parser(sub: Any) -> None:
     gt.add_argument("run", help="run folder")
     gt.add_argument("--seed", type=int, default=0)
     gt.add_argument("--metric", default="cohen_area", choices=("cohen_area", "fleiss_code_macro"))
+    gt.add_argument(
+        "--annotator-models",
+        type=_four_models,
+        help="LLM backend: the four annotators' models, comma-separated (default: --model x4)",
+    )
     sh = txsub.add_parser("show", help="print the run's taxonomy (gated, else the draft)")
     sh.add_argument("run", help="run folder")
     sh.add_argument("--json", action="store_true", help="print taxonomy.json")
@@ -173,6 +180,13 @@ def add_taxonomy_parser(sub: Any) -> None:
         _add_llm_flags(p)
     for p in (ind, gt, sh):
         p.set_defaults(func=taxonomy_command)
+
+
+def _four_models(text: str) -> list[str]:
+    models = [m.strip() for m in text.split(",") if m.strip()]
+    if len(models) != 4:
+        raise argparse.ArgumentTypeError("name four models (alpha,beta,gamma,delta)")
+    return models
 
 
 def _add_llm_flags(p: argparse.ArgumentParser) -> None:

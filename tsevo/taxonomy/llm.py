@@ -177,20 +177,27 @@ def _clip_middle(text: str, n: int) -> str:
     return f"{head}\n[... {len(text) - len(head) - len(tail)} characters left out ...]\n{tail}"
 
 
-def trace_view(t: Trace, chars: int, *, outcome: bool = False) -> dict[str, Any]:
+def trace_view(
+    t: Trace, chars: int, *, outcome: bool = False, features: bool = True
+) -> dict[str, Any]:
     """What a prompt shows of one trace: question, clipped trajectory, outcome-blind features.
 
     Args:
         t: The trace (train).
         chars: Characters of the trajectory kept (head and tail).
         outcome: Add ``final_correct`` (induction steps that contrast failures with passes).
+        features: Add the outcome-blind registry features (steps that may write detectors, and
+            the annotators).
     """
     view: dict[str, Any] = {
         "trace_id": t.problem_id,
         "question": _clip_middle(t.task, max(200, chars // 2)),
         "trajectory": _clip_middle(t.raw_trajectory, chars),
-        "features": {k: v for k, v in sorted(t.features.items()) if FEATURES[k].outcome_blind},
     }
+    if features:
+        view["features"] = {
+            k: v for k, v in sorted(t.features.items()) if FEATURES[k].outcome_blind
+        }
     if outcome:
         view["final_correct"] = not t.failed
     return view

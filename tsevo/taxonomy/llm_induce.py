@@ -141,8 +141,11 @@ class _Inducer:
             temperature=self.opts.temperature,
         )
 
-    def view(self, ts: Sequence[Trace], outcome: bool = False, chars: int = 0) -> str:
-        return dumps([trace_view(t, chars or self.opts.trace_chars, outcome=outcome) for t in ts])
+    def view(
+        self, ts: Sequence[Trace], outcome: bool = False, chars: int = 0, features: bool = True
+    ) -> str:
+        n = chars or self.opts.trace_chars
+        return dumps([trace_view(t, n, outcome=outcome, features=features) for t in ts])
 
     # -- steps 1 and 2 ----------------------------------------------------------------------
     def domain(self) -> None:
@@ -170,7 +173,9 @@ class _Inducer:
         text = load("induce_domain").render(
             system=str(self.pool[0].metadata.get("system", "")) if self.pool else "",
             clusters=dumps(clusters),
-            traces=self.view(sample, outcome=True, chars=self.opts.trace_chars // 2),
+            traces=self.view(
+                sample, outcome=True, chars=self.opts.trace_chars // 2, features=False
+            ),
         )
         call = self.call("s1_domain", text, DomainReply, check)
         self.steps["step1_domain"] = {**call.record(), "shown": [t.problem_id for t in sample]}
@@ -201,7 +206,9 @@ class _Inducer:
             return None
 
         text = load("induce_roles").render(
-            min_events=self.cfg.min_role_events, counts=dumps(counts), traces=self.view(sample)
+            min_events=self.cfg.min_role_events,
+            counts=dumps(counts),
+            traces=self.view(sample, features=False),
         )
         call = self.call("s2_roles", text, RolesReply, check)
         self.steps["step2_roles"] = {**call.record(), "counted": counts}
