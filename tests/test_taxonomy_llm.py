@@ -297,6 +297,7 @@ def test_dedup_and_structure_repair(tmp_path):
         assert codes, "the responder finds A codes on the planted run"
         twin = {**codes[0], "name": "Same_Failure_Named_Twice"}
         codes[0]["name"] = "tool error seen in many of these failed runs"
+        codes[0]["id"] = "A.9"  # a model's id is ignored: tsevo mints ids
         return {"codes": [*codes, twin]}
 
     resp.inject("axis_a", messy)
@@ -309,6 +310,7 @@ def test_dedup_and_structure_repair(tmp_path):
     assert "D1" in s7["problems"] and s7["reply"]["fixes"] and not s7["dropped"]
     names = [c.name for c in ind.taxonomy.axis("A")]
     assert "Tool_Error_Seen_In_Many_Of" in names and "Same_Failure_Named_Twice" not in names
+    assert [c.id for c in ind.taxonomy.axis("A")] == [f"A.{i + 1}" for i in range(len(names))]
 
 
 def test_cli_llm_backend_needs_a_model(tmp_path, capsys, monkeypatch):
