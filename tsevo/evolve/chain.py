@@ -28,14 +28,14 @@ strings in batch order (``batch.qids``).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tsevo.agent import AnswerRecord
 from tsevo.data import Question
-from tsevo.library.library import Library
-from tsevo.library.tool import Tool
+from tsevo.library.library import Library, scope_matches
+from tsevo.library.tool import Matcher, Tool
 from tsevo.marachain import (
     Bar,
     BatchSpec,
@@ -52,12 +52,30 @@ from tsevo.marachain import (
     early_stop,
     winner,
 )
+from tsevo.marachain.moves import (
+    Genome,
+    blame_order,
+    categories,
+    family_order,
+    genome_draft,
+    genome_of,
+    refit_moves,
+    revert_genome,
+    row_facts,
+    scope_variants,
+    spec_moves,
+    with_rule,
+)
+from tsevo.roles.builtin.composite import Branch
+from tsevo.roles.builtin.measure import SpecCache
 from tsevo.roles.protocols import AttemptFeedback, Example, Synthesizer, WorkGroup
 
 __all__ = ["LABEL", "ChainSplitError", "TrainOnlyEvaluator", "rule_variant", "run_builtin_chain"]
 
 #: How reports name this chain.
 LABEL = "builtin chain"
+#: Measurements of support rows for the chain's fits (deterministic values, shared by groups).
+_CACHE = SpecCache()
 
 
 class ChainSplitError(RuntimeError):
@@ -120,13 +138,19 @@ class ChainInputs:
     on_candidate: Callable[[Tool, Any], None] | None = None
 
 
-def _node_score(batch: BatchSpec, rec: Any, recs: Mapping[str, AnswerRecord]) -> NodeScore:
+def _node_score(
+    batch: BatchSpec,
+    rec: Any,
+    recs: Mapping[str, AnswerRecord],
+    facts: Mapping[str, str] | None = None,
+) -> NodeScore:
     held = batch.qids[: batch.n_held_out]
     return NodeScore.from_outcome(
         batch,
         repairs=rec.repairs,
         harms=rec.harms,
         right=[q for q in held if q in recs and recs[q].correct],
+        facts=facts,
         exec_errors=rec.exec_errors,
         tool_runs=rec.tool_runs,
     )
@@ -213,42 +237,129 @@ class _Move:
     axis: str
     subject: str
     draft: Tool
+    genome: Genome | None = None
+
+
+@dataclass
+class _Parent:
+    """The node a step edits, with what the step needs to know of it."""
+
+    draft: Tool
+    score: NodeScore
+    genome: Genome | None
+    outputs: dict[str, dict[str, Any]]
+
+
+def _outputs(draft: Tool, recs: Mapping[str, AnswerRecord]) -> dict[str, dict[str, Any]]:
+    """The draft's tool outputs per question (for blaming a composite tool's branches)."""
+    out: dict[str, dict[str, Any]] = {}
+    for q, r in recs.items():
+        for s in r.steps:
+            for run in s.runs:
+                if run.tool_id == draft.id and run.outputs:
+                    out.setdefault(q, {}).update(run.outputs)
+    return out
+
+
+def _family_moves(
+    family: str,
+    par: _Parent,
+    check_outcome: str,
+    inp: ChainInputs,
+    tried: list[str],
+    history: ScoreHistory,
+    genomes: Mapping[str, Genome | None],
+) -> Iterator[_Move]:
+    """The moves of one family from ``par``, best first (generated lazily)."""
+    g = par.genome
+    harmful = check_outcome == "harmful"
+    if family == "revert":
+        yield from _revert_moves(par, history, genomes)
+    elif family in ("window", "normalization", "primitive"):
+        if g is None:
+            return
+        order = blame_order(g, par.score, par.outputs)
+        for sg, what, _cv in spec_moves(g, family, inp.examples, _CACHE, order):
+            yield _Move(family, f"{family}: {what}"[:72], genome_draft(par.draft, sg), sg)
+    elif family == "measurement":
+        history_fb = [
+            AttemptFeedback(i + 1, f"chain.{i}", t, "no_repair", 0, 0, "")
+            for i, t in enumerate(tried)
+        ]
+        try:
+            nxt = inp.synthesizer.synthesize(inp.group, len(tried) + 1, history_fb, inp.examples)
+        except Exception:  # a synthesizer failure leaves the other families
+            nxt = None
+        if nxt is not None and nxt.contract.measurement not in tried:
+            yield _Move("measurement", f"measure {nxt.contract.measurement}"[:72], nxt)
+    elif family == "scope":
+        support = [e for e in inp.examples if e.gold is not None]
+        for wider in (not harmful, harmful):
+            for sc, what in scope_variants(par.draft.scope, support, wider):
+                ng: Genome | None = (
+                    replace(g, scope=replace(sc, kinds=())) if g is not None else None
+                )
+                yield _Move("scope", f"scope: {what}"[:72], replace(par.draft, scope=sc), ng)
+    elif family == "reading_rule":
+        if g is not None:  # I: refit the rule on support rows first
+            order = blame_order(g, par.score, par.outputs)
+            for ng, what in refit_moves(g, inp.examples, _CACHE, order):
+                yield _Move("reading_rule", what[:72], genome_draft(par.draft, ng), ng)
+        rule = par.draft.guidance.rule if par.draft.guidance is not None else None
+        for wider in (harmful, not harmful):
+            new_rule = rule_variant(rule, wider)
+            if new_rule is None:
+                continue
+            gd = par.draft.guidance
+            assert gd is not None
+            d = replace(par.draft, guidance=replace(gd, rule=new_rule))
+            what = "widen" if wider else "narrow"
+            ngr = with_rule(g, new_rule) if g is not None else None
+            yield _Move("reading_rule", f"{what} the reading rule's abstain band", d, ngr)
+
+
+def _revert_moves(
+    par: _Parent, history: ScoreHistory, genomes: Mapping[str, Genome | None]
+) -> Iterator[_Move]:
+    """H: revert the field whose change lost a win (:func:`~tsevo.marachain.moves.revert_genome`)."""
+    if par.genome is None:
+        return
+    found = revert_genome(par.genome, history, genomes)
+    if found is not None:
+        ng, family, undone = found
+        subject = f"revert the {family} change of {undone}"
+        yield _Move("revert", subject[:72], genome_draft(par.draft, ng), ng)
+
+
+def _unreachable(draft: Tool, held: Sequence[Question]) -> list[str]:
+    """Held-out errors outside the draft's contract scope (every part of it but the matcher)."""
+    fixed = replace(draft.scope, matcher=Matcher())
+    return [q.id for q in held if not scope_matches(fixed, q)]
 
 
 def _moves(
-    parent: Tool, score: NodeScore, bar: Bar, inp: ChainInputs, tried: list[str], seen: set[str]
-) -> list[_Move]:
-    """The parent's possible edits, in the order the score history asks for them."""
-    check = bar.check(score)
-    rule = parent.guidance.rule if parent.guidance is not None else None
-    out: list[_Move] = []
-    rule_moves = []
-    for wider in (check.outcome == "harmful", check.outcome != "harmful"):
-        new_rule = rule_variant(rule, wider)
-        if new_rule is None:
-            continue
-        g = parent.guidance
-        assert g is not None
-        d = replace(parent, guidance=replace(g, rule=new_rule))
-        what = "widen" if wider else "narrow"
-        rule_moves.append(_Move("reading_rule", f"{what} the reading rule's abstain band", d))
-    meas: list[_Move] = []
-    history = [
-        AttemptFeedback(i + 1, f"chain.{i}", t, "no_repair", 0, 0, "") for i, t in enumerate(tried)
-    ]
-    try:
-        nxt = inp.synthesizer.synthesize(inp.group, len(tried) + 1, history, inp.examples)
-    except Exception:  # a synthesizer failure leaves only the rule moves
-        nxt = None
-    if nxt is not None and nxt.contract.measurement not in tried:
-        meas.append(_Move("measurement", f"measure {nxt.contract.measurement}"[:72], nxt))
-    if check.outcome == "harmful":
-        out = [*rule_moves[:1], *meas, *rule_moves[1:]]
-    elif check.outcome == "no_repair":
-        out = [*meas, *rule_moves]
-    else:
-        out = [*meas, *rule_moves]
-    return [m for m in out if _key(m.draft) not in seen]
+    par: _Parent,
+    bar: Bar,
+    inp: ChainInputs,
+    tried: list[str],
+    seen: set[str],
+    history: ScoreHistory,
+    record: list[tuple[str, int]],
+    genomes: Mapping[str, Genome | None],
+) -> tuple[_Move | None, str, dict[str, int], list[str]]:
+    """The step's move: the first unseen move of the families the score history asks for.
+
+    Returns the move (``None``: every live family is exhausted), the leading category, the
+    category counts and the family order.
+    """
+    check = bar.check(par.score)
+    cats = categories(par.score, history.lost_wins(), _unreachable(par.draft, inp.held_qs))
+    order, lead = family_order(cats, record, harmful=check.outcome == "harmful")
+    for fam in order:
+        for m in _family_moves(fam, par, check.outcome, inp, tried, history, genomes):
+            if _key(m.draft) not in seen:
+                return m, lead, cats, order
+    return None, lead, cats, order
 
 
 def _bits(values: Sequence[int]) -> str:
@@ -258,7 +369,43 @@ def _bits(values: Sequence[int]) -> str:
 
 def _key(d: Tool) -> str:
     rule = d.guidance.rule.to_dict() if d.guidance is not None and d.guidance.rule else None
-    return f"{d.source}\x00{d.contract.measurement}\x00{rule}"
+    return f"{d.source}\x00{d.contract.measurement}\x00{rule}\x00{d.scope.to_dict()}"
+
+
+def _mutate(inp: ChainInputs, move: _Move, step: int, nid: str) -> tuple[Tool, Any, list[str]]:
+    """Stamp the move's draft as node ``nid`` and run the checks every tool passes."""
+    draft = inp.stamp(move.draft, f"c1.s{step}")
+    rec = inp.new_record(nid, draft.contract.measurement)
+    draft, violations = inp.check(draft, rec)
+    return draft, rec, violations
+
+
+def _score_node(
+    inp: ChainInputs,
+    draft: Tool,
+    probe: Sequence[Question],
+    guarded: TrainOnlyEvaluator,
+    rec: Any,
+    batch: BatchSpec,
+) -> tuple[NodeScore, dict[str, dict[str, Any]]]:
+    """Score a checked draft on the batch (the prefilter), with per-row facts and tool outputs."""
+    recs = inp.score(draft, probe, guarded, rec)
+    facts = row_facts(draft, [*inp.held_qs, *probe], recs)
+    return _node_score(batch, rec, recs, facts), _outputs(draft, recs)
+
+
+def _plan_of(group: WorkGroup) -> tuple[list[dict[str, Any]], list[Branch]]:
+    rows = [r for c in group.cards for r in c.plan.get("ranked", [])]
+    branches = [Branch.from_dict(b) for c in group.cards for b in c.plan.get("branches", ())]
+    return rows, branches
+
+
+def _gain(path: ScoreHistory, nid: str) -> int:
+    """Held-out rows a change fixed minus probe rows it broke (against its lineage parent)."""
+    parts = dict(zip(path.batch.qids, path.batch.parts, strict=True))
+    fixed = sum(parts[q] == "H" for q in path.fixed(nid))
+    broke = sum(parts[q] == "P" for q in path.broke(nid))
+    return fixed - broke
 
 
 def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[str, Any] | None]:
@@ -290,46 +437,59 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
     # v0 rescored on the chain's batch (its own probe, so the same rollouts: cache hits)
     rec0 = inp.new_record(v0.id, v0.contract.measurement)
     rec0.checked = True
-    v0_score = _node_score(batch, rec0, inp.score(v0, probe, guarded, rec0))
+    v0_score, v0_out = _score_node(inp, v0, probe, guarded, rec0, batch)
     history = ScoreHistory.start(batch).extend(
         v0.id, v0_score, ChangeEntry.make(1, v0.id, "start", f"v0: direct attempt {v0.id}")
     )
+    plan_rows, plan_branches = _plan_of(inp.group)
+    genomes: dict[str, Genome | None] = {v0.id: genome_of(v0, plan_rows, plan_branches)}
     v0_node = next(n for n in direct if n.node_id == v0.id)
     chain_nodes = [replace(v0_node, score=v0_score)]
     made: dict[str, tuple[Tool, Any]] = {v0.id: (v0, rec0)}
     nodes: list[dict[str, Any]] = []
     tried = [rec.measurement for rec, _ in inp.tries]
     seen = {_key(d) for _, d in inp.tries}
-    parent, parent_score = v0, v0_score
+    # the direct attempts are the K-loop's measurement changes (design §1.3): their gains count
+    record: list[tuple[str, int]] = [
+        ("measurement", len(rec.repairs) - len(rec.harms)) for rec, _ in inp.tries if rec.checked
+    ]
+    par = _Parent(v0, v0_score, genomes[v0.id], v0_out)
     stopped = "depth reached"
     seq = len(direct)
     for step in range(1, mara.depth + 1):
-        reason = inp.ledger.stop_reason(
-            mara.round_caps(), mara.run_caps(), next_step=Spend(steps=1, rollouts=len(batch.qids))
-        )
+        nid = chain_node_id(r, gid, 1, step)
+        key = f"{nid}:score"
+        # a step already in the ledger was allowed when it ran (a resumed chain replays it)
+        reason = None
+        if not inp.ledger.has(key):
+            reason = inp.ledger.stop_reason(
+                mara.round_caps(),
+                mara.run_caps(),
+                next_step=Spend(steps=1, rollouts=len(batch.qids)),
+            )
         if reason is not None:
             stopped = reason
             break
-        moves = _moves(parent, parent_score, bar, inp, tried, seen)
-        if not moves:
-            stopped = "no further move"
+        move, lead, cats, order = _moves(par, bar, inp, tried, seen, history, record, genomes)
+        if move is None:
+            stopped = "exhausted"
             break
-        move = moves[0]
-        nid = chain_node_id(r, gid, 1, step)
         seen.add(_key(move.draft))
         if move.axis == "measurement":
             tried.append(move.draft.contract.measurement)
-        draft = inp.stamp(move.draft, f"c1.s{step}")
-        rec = inp.new_record(nid, draft.contract.measurement)
-        draft, violations = inp.check(draft, rec)
+        draft, rec, violations = _mutate(inp, move, step, nid)
         node: dict[str, Any] = {
             "node_id": nid,
-            "parent_id": parent.id,
+            "parent_id": par.draft.id,
             "axis": move.axis,
+            "category": lead,
+            "categories": cats,
+            "families": order,
             "subject": move.subject,
             "measurement": draft.contract.measurement,
         }
         score: NodeScore | None = None
+        out: dict[str, dict[str, Any]] = {}
         if violations:
             rec.violations = list(violations)
             rec.outcome = "rejected_check"
@@ -337,7 +497,7 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
             node.update(outcome="rejected_check", violations=list(violations))
         else:
             rec.checked = True
-            score = _node_score(batch, rec, inp.score(draft, probe, guarded, rec))
+            score, out = _score_node(inp, draft, probe, guarded, rec, batch)
             spend = Spend(steps=1, rollouts=len(batch.qids))
             path = history.extend(
                 nid,
@@ -350,18 +510,33 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
                     resolves=tuple(history.residuals() or history.harms()),
                 ),
             )
+            gain = _gain(path, nid)
+            record.append((move.axis, gain))
             node.update(
                 outcome=rec.outcome,
                 repairs=len(score.repairs),
                 harms=len(score.harms),
+                gain=gain,
                 raw_sum=score.raw_sum,
                 raw=_bits(score.raw),
                 credited=_bits(score.credited),
+                facts="".join(score.facts),
                 fixed=list(path.fixed(nid)),
                 broke=list(path.broke(nid)),
             )
         inp.ledger.record(
-            LedgerEntry(f"{nid}:score", r, gid, cid, nid, "step" if score else "invalid", "", spend)
+            LedgerEntry(
+                key,
+                r,
+                gid,
+                cid,
+                nid,
+                "step" if score else "invalid",
+                "",
+                spend,
+                category=lead,
+                label=f"{LABEL}: {move.subject}"[:120],
+            )
         )
         chain_nodes.append(
             ChainNode(
@@ -370,7 +545,7 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
                 "chain",
                 0,
                 step,
-                parent.id,
+                par.draft.id,
                 cid,
                 seq,
                 _hash(draft),
@@ -380,6 +555,7 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
         )
         seq += 1
         made[nid] = (draft, rec)
+        genomes[nid] = move.genome
         nodes.append(node)
         if inp.on_candidate is not None:
             inp.on_candidate(draft, rec)
@@ -387,14 +563,14 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
             if early_stop(score, mara.acceptance, bar).yes:
                 stopped = f"early stop at {nid}"
                 break
-            if (score.net, len(score.repairs)) >= (parent_score.net, len(parent_score.repairs)):
-                parent, parent_score = draft, score  # not worse: the next step edits this node
+            if (score.net, len(score.repairs)) >= (par.score.net, len(par.score.repairs)):
+                par = _Parent(draft, score, move.genome, out)  # not worse: edit this node next
                 history = path
             else:  # worse than its parent (what it broke outweighs what it fixed): back off
                 node["kept_parent"] = True
     won = winner(chain_nodes, batch.root_score(), mara.acceptance, bar)
     result = made[won.node_id] if won.yes and won.node_id is not None else None
-    record = {
+    record_out = {
         "label": LABEL,
         "chain_id": cid,
         "acceptance": mara.acceptance,
@@ -414,6 +590,8 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
             "raw_sum": v0_score.raw_sum,
             "raw": _bits(v0_score.raw),
             "credited": _bits(v0_score.credited),
+            "facts": "".join(v0_score.facts),
+            "templated": genomes[v0.id] is not None,
         },
         "nodes": nodes,
         "stopped": stopped,
@@ -421,4 +599,4 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
         "spend": inp.ledger.total(chain_id=cid).to_dict(),
         "bound": mara.bound_per_group(len(batch.qids)),
     }
-    return result, record
+    return result, record_out

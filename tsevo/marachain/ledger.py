@@ -94,6 +94,9 @@ class LedgerEntry:
         event: What it was (``step``, ``score``, ``call``, ``invalid``, ...).
         role: The LLM role called (:data:`CHAIN_ROLES`).
         spend: The amounts.
+        category: The diagnosis category that led the step (``H``, ``A``, ``I``, ``B``; empty
+            when none was diagnosed).
+        label: What the step did (the move family and its subject, e.g. ``window: ...``).
     """
 
     key: str
@@ -104,6 +107,8 @@ class LedgerEntry:
     event: str
     role: str = ""
     spend: Spend = Spend()
+    category: str = ""
+    label: str = ""
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -112,8 +117,15 @@ class LedgerEntry:
             raise ValueError(f"LedgerEntry {self.key}: role must be one of {list(CHAIN_ROLES)}")
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON line's object (the amounts flat beside the fields)."""
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "spend"}
+        """The JSON line's object (the amounts flat beside the fields).
+
+        ``category`` and ``label`` appear only when set, so entries without them keep their bytes.
+        """
+        d = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name != "spend" and (f.name not in ("category", "label") or getattr(self, f.name))
+        }
         return {**d, **self.spend.to_dict()}
 
     @classmethod
@@ -129,6 +141,8 @@ class LedgerEntry:
             d["event"],
             d.get("role", ""),
             Spend(**amounts),
+            d.get("category", ""),
+            d.get("label", ""),
         )
 
 
