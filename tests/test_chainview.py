@@ -306,6 +306,10 @@ def test_grid_and_lineage_renderers_are_pure() -> None:
     )
     grid = grid_html(scores, selected=("q1", "r1.g1.c1.s1"))
     assert grid.count("<tr>") == 3  # header + two questions
-    assert "1↑" in grid and "0↓" in grid
+    cells = {c.split("'", 1)[0]: c for c in grid.split("data-cell='")[1:]}
+    assert cells["q1|r1.g1.c1.s1"].split("</td>")[0].endswith("↑")
+    assert cells["q2|r1.g1.c1.s1"].split("</td>")[0].endswith("↓")
+    assert not cells["q1|r1.g1.a1"].split("</td>")[0].endswith(("↑", "↓"))
+    assert "<b>1</b>" in cells["q1|r1.g1.c1.s1"] and "<b>0</b>" in cells["q2|r1.g1.c1.s1"]
     assert "data-cell='q1|r1.g1.c1.s1' title='' style='border" in grid
     assert grid.count("outline:2px solid") == 1

@@ -148,9 +148,9 @@ def grid_html(
 ) -> str:
     """The questions × nodes grid of one chain: credited score and fact per cell.
 
-    A cell is ``1``/``0`` (credited) and the fact letter (``O S A E K R``); green where credited,
-    red on a harmed probe row, grey on an unrepaired held-out row; an arrow marks ``d_prev``
-    (↑ fixed, ↓ broke against the lineage parent).
+    A cell is ``1``/``0`` (credited, bold) and the fact letter (``O S A E K R``, small); green
+    where credited, red on a harmed probe row, grey on an unrepaired held-out row; an arrow marks
+    ``d_prev`` (↑ fixed, ↓ broke against the lineage parent).
 
     Args:
         scores: The chain's rows of :func:`tsevo.analysis.chain_scores_df`.
@@ -186,7 +186,8 @@ def grid_html(
             fact = facts.get((q, n), "")
             tds.append(
                 f"<td data-cell='{esc(q)}|{esc(n)}' title='{esc(_FACTS.get(fact, ''))}' "
-                f"style='{_CELL};background:{color};{edge}'>{cred}{esc(fact)}{arrow}</td>"
+                f"style='{_CELL};background:{color};{edge}'><b>{cred}</b>"
+                f"<span style='color:#555;font-size:9px'>{esc(fact)}</span>{arrow}</td>"
             )
         body.append(f"<tr>{''.join(tds)}</tr>")
     return (
@@ -194,7 +195,8 @@ def grid_html(
         f"<thead><tr><th style='{_CELL}'>part</th><th style='{_CELL}'>question</th>{head}"
         f"</tr></thead><tbody>{''.join(body)}</tbody></table>"
         "<div style='font-size:10px;color:#666'>cell: credited (1/0) + fact (O out of scope, "
-        "A abstained, E error, K kept, R replaced); ↑/↓ d_prev against the lineage parent</div>"
+        "S not shortlisted, A abstained, E error, K kept, R replaced); ↑/↓ d_prev against the "
+        "lineage parent</div>"
     )
 
 
@@ -432,7 +434,7 @@ class ChainView:
         for r in scores.sort_values(["qid", "step"], kind="stable").to_dict("records"):
             key = (str(r["qid"]), str(r["node_id"]))
             b = ipw.Button(
-                description=f"{int(r['credited'])}{facts.get(key, '')}",
+                description=f"{int(r['credited'])}·{facts.get(key, '')}".rstrip("·"),
                 tooltip=f"{key[0]} × {key[1]}",
                 layout=ipw.Layout(width="34px", height="22px", padding="0"),
             )
