@@ -194,6 +194,27 @@ def test_chainview_state_machine_over_group_node_question(chain_run: Path) -> No
 
 
 @slow
+def test_records_are_left_out_when_the_node_arm_cannot_be_rebuilt(
+    chain_run: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(chain_run, copy)
+    summary = RunLayout(copy).round(1).summary
+    data = json.loads(summary.read_text())
+    data["arms"]["train_base"] = "train.0000000000000000"  # not L_0's fingerprint
+    summary.write_text(json.dumps(data))
+    assert chain_records_df(copy).empty
+    w = ChainView.from_run(copy)
+    assert "no stored record of" in w.record.value
+    assert len(w.cells.children) == len(chain_scores_df(copy))  # the grid still shows the scores
+    # a round without chains in a run with chains on says so
+    later = ChainView.from_run(chain_run, round=2)
+    assert "no chains in this run: depth 3, but no work group started one" in later.summary.value
+
+
+@slow
 def test_chainview_escapes_every_text_it_shows(chain_run: Path) -> None:
     lineage = chain_lineage_df(chain_run)
     records = chain_records_df(chain_run)
