@@ -215,6 +215,42 @@ def test_records_are_left_out_when_the_node_arm_cannot_be_rebuilt(
 
 
 @slow
+def test_switching_the_chain_switches_tree_grid_and_selection(chain_run: Path) -> None:
+    frames = [
+        chains_df(chain_run),
+        chain_lineage_df(chain_run),
+        chain_scores_df(chain_run),
+        chain_records_df(chain_run),
+        chain_diffs_df(chain_run),
+    ]
+    gid = str(frames[0]["group"].iloc[0])
+
+    def other(df: pd.DataFrame) -> pd.DataFrame:
+        """The same chain relabelled as group g99 (every id column renamed)."""
+        out = df.copy()
+        for col in ("group", "chain_id", "node_id", "parent_id", "start_node", "winner"):
+            if col in out:
+                out[col] = out[col].astype(str).str.replace(f".{gid}.", ".g99.", regex=False)
+        if "group" in out:
+            out["group"] = "g99"
+        return out
+
+    both = [pd.concat([f, other(f)], ignore_index=True) for f in frames]
+    w = ChainView(*both)
+    assert list(w.group.options) == [f"r1 · {gid}", "r1 · g99"]
+    first_tree = w.tree.value
+    w.group.value = "r1 · g99"
+    node, qid = w.selected
+    assert node is not None and ".g99." in node and qid == str(frames[2]["qid"].iloc[0])
+    assert "lineage of group g99" in w.tree.value and f".{gid}." not in w.tree.value
+    assert w.tree.value != first_tree
+    assert all(".g99." in b.tsevo_cell[1] for b in w.cells.children)
+    assert "r1.g99." in w.summary.value
+    _, links = w.static_view()
+    assert len(links) == 2 * 2 + 1 and w.group.value == "r1 · g99"  # static export keeps state
+
+
+@slow
 def test_chainview_escapes_every_text_it_shows(chain_run: Path) -> None:
     lineage = chain_lineage_df(chain_run)
     records = chain_records_df(chain_run)
