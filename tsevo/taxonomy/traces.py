@@ -27,21 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from sklearn.cluster import KMeans
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.metrics import silhouette_score
-from threadpoolctl import threadpool_limits
-
 from tsevo.agent import AnswerRecord
 from tsevo.data import Question
+
+from .subdomains import subdomains
 
 __all__ = [
     "FEATURES",
     "GATE_SHARE",
+    "TRACE_KINDS",
     "Feature",
     "Trace",
     "normalize",
+    "normalize_arms",
     "pool_of",
     "project",
     "read_traces",
@@ -342,46 +340,9 @@ def _outcome(rec: AnswerRecord, q: Question) -> dict[str, Any]:
     return {"correct": correct, "base_correct": base, "harmed": base and not correct}
 
 
-def subdomains(texts: Mapping[str, str], seed: int = 0, k_max: int = 8) -> dict[str, str]:
-    """Subdomains of the train questions, each named by its two top terms (``sd2_period_steps``).
-
-    TF-IDF of the question text (numbers masked) and k-means, k in 2..k_max by silhouette.
-
-    Clusters are numbered by their first member in key order, so the names do not depend on
-    k-means' label order; one thread keeps the sums (and the result) identical across machines.
-    """
-    keys = sorted(texts)
-    if len(keys) < 4:
-        return {k: "sd1_all" for k in keys}
-    docs = [re.sub(r"\d+(\.\d+)?", " ", texts[k].lower()) for k in keys]
-    vec = TfidfVectorizer(token_pattern=r"[a-z]{3,}", stop_words="english", min_df=2)
-    try:
-        x = vec.fit_transform(docs)
-    except ValueError:  # no term appears twice
-        return {k: "sd1_all" for k in keys}
-    terms = np.array(vec.get_feature_names_out())
-    best: tuple[float, Any] | None = None
-    with threadpool_limits(1):
-        for k in range(2, min(k_max, len(set(docs)) - 1, len(keys) - 1) + 1):
-            km = KMeans(n_clusters=k, n_init=4, random_state=seed).fit(x)
-            if len(set(km.labels_)) < 2:
-                continue
-            score = float(
-                silhouette_score(x, km.labels_, sample_size=min(len(keys), 1000), random_state=seed)
-            )
-            if best is None or round(score, 9) > round(best[0], 9):
-                best = (score, km)
-    if best is None:
-        return {k: "sd1_all" for k in keys}
-    km = best[1]
-    order: dict[int, int] = {}
-    for lab in km.labels_:
-        order.setdefault(int(lab), len(order) + 1)
-    names = {}
-    for lab, n in order.items():
-        top = np.argsort(-km.cluster_centers_[lab], kind="stable")[:2]
-        names[lab] = f"sd{n}_" + "_".join(terms[top])
-    return {k: names[int(lab)] for k, lab in zip(keys, km.labels_, strict=True)}
+#: ``metadata.kind`` of a trace: a base-pass answer, or a train-side evolution trace (a candidate
+#: library answering its work group's held-out errors and harm probe during synthesis).
+TRACE_KINDS: tuple[str, ...] = ("answer", "candidate")
 
 
 def normalize(
@@ -409,36 +370,78 @@ def normalize(
     Returns:
         Traces with ``metadata.outcome`` (train traces carry it).
     """
-    train = sorted(qid for qid in records if splits.get(qid) == "train" and qid in questions)
+    return normalize_arms(
+        [(library, "answer", records)], questions, splits, round_=round_, system=system, seed=seed
+    )
+
+
+def normalize_arms(
+    arms: Sequence[tuple[str, str, Mapping[str, AnswerRecord]]],
+    questions: Mapping[str, Question],
+    splits: Mapping[str, str],
+    *,
+    round_: int,
+    system: str = "tsevo-residual-chain",
+    seed: int = 0,
+) -> list[Trace]:
+    """Normalize several arms' train records (one library each) into canonical traces, sorted by id.
+
+    Tools are named by position in the sorted list of every tool any arm ran, and subdomains are
+    fitted once over the union of the arms' train questions, so a question reads the same in every
+    arm. A question's traces all fall in its split unit's pool (induction or gate), whichever arm.
+
+    Args:
+        arms: ``(library fingerprint, kind, records by question id)``; ``kind`` is one of
+            :data:`TRACE_KINDS`. The fingerprint is part of the trace id.
+        questions: The run's questions by id.
+        splits: Question id -> split; only ``train`` records become traces.
+        round_: The round the records belong to.
+        system: AdaMAST's ``metadata.system``.
+        seed: Seeds the induction/gate pool split and the subdomains.
+    """
+    for _, kind, _ in arms:
+        if kind not in TRACE_KINDS:
+            raise ValueError(f"unknown trace kind {kind!r}; use one of {TRACE_KINDS}")
+    trains = [
+        sorted(qid for qid in recs if splits.get(qid) == "train" and qid in questions)
+        for _, _, recs in arms
+    ]
     tool_ids = sorted(
-        {t for qid in train for s in records[qid].steps for t in s.shortlisted}
-        | {r.tool_id for qid in train for s in records[qid].steps for r in s.runs}
+        {
+            t
+            for (_, _, recs), train in zip(arms, trains, strict=True)
+            for qid in train
+            for s in recs[qid].steps
+            for t in (*s.shortlisted, *(r.tool_id for r in s.runs))
+        }
     )
     tools = {t: f"tool{i + 1}" for i, t in enumerate(tool_ids)}
-    sub = subdomains({qid: questions[qid].question for qid in train}, seed)
-    train.sort(key=lambda qid: (questions[qid].fingerprint, qid))
+    union = sorted({qid for train in trains for qid in train})
+    sub = subdomains({qid: questions[qid].question for qid in union}, seed)
     seen: set[str] = set()
     out = []
-    for qid in train:
-        rec, q = records[qid], questions[qid]
-        events = _events(rec, q, tools)
-        options = "\n".join(f"  ({i}) {o}" for i, o in enumerate(q.options))
-        text = q.question + (f"\nContext: {q.context}" if q.context.strip() else "")
-        meta = {
-            "system": system,
-            "kind": "answer",
-            "split": "train",
-            "pool": pool_of(q.group, seed),
-            "events": events,
-            "features": {**_features(rec, q), "domain.subdomain": sub[qid]},
-            "outcome": _outcome(rec, q),
-        }
-        tid, k = trace_id(q.fingerprint, round_, "train", library), 0
-        while tid in seen:  # equal content (a suite without dedup): the next sample index
-            k += 1
-            tid = trace_id(q.fingerprint, round_, "train", library, k)
-        seen.add(tid)
-        out.append(Trace(tid, f"{text}\nOptions:\n{options}", render(events), meta))
+    for (library, kind, recs), train in zip(arms, trains, strict=True):
+        train.sort(key=lambda qid: (questions[qid].fingerprint, qid))
+        for qid in train:
+            rec, q = recs[qid], questions[qid]
+            events = _events(rec, q, tools)
+            options = "\n".join(f"  ({i}) {o}" for i, o in enumerate(q.options))
+            text = q.question + (f"\nContext: {q.context}" if q.context.strip() else "")
+            meta = {
+                "system": system,
+                "kind": kind,
+                "split": "train",
+                "pool": pool_of(q.group, seed),
+                "events": events,
+                "features": {**_features(rec, q), "domain.subdomain": sub[qid]},
+                "outcome": _outcome(rec, q),
+            }
+            tid, k = trace_id(q.fingerprint, round_, "train", library), 0
+            while tid in seen:  # equal content (a suite without dedup): the next sample index
+                k += 1
+                tid = trace_id(q.fingerprint, round_, "train", library, k)
+            seen.add(tid)
+            out.append(Trace(tid, f"{text}\nOptions:\n{options}", render(events), meta))
     return sorted(out, key=lambda t: t.problem_id)
 
 
