@@ -26,6 +26,7 @@ from tsevo.marachain.moves import (
     Genome,
     blame_order,
     categories,
+    evidence_right,
     exhausted,
     family_order,
     fit_on_support,
@@ -202,7 +203,7 @@ def _score(repairs=(), harms=(), facts=None) -> NodeScore:
 
 def test_categories_count_rows_and_order_the_families() -> None:
     s = _score(["h1"], ["p2"], {"h1": "R", "h2": "O", "h3": "A", "h4": "K", "p2": "R"})
-    assert categories(s, []) == {"H": 0, "A": 2, "I": 1, "B": 1}
+    assert categories(s, []) == {"H": 0, "A": 2, "I": 1, "B": 1, "out_of_contract": 0}
     order, lead = family_order(categories(s, []), [], harmful=False)
     assert lead == "A" and order[:2] == ["scope", "reading_rule"]
     # ties go H > A > I > B
@@ -212,6 +213,32 @@ def test_categories_count_rows_and_order_the_families() -> None:
     b_order, _ = family_order({"B": 3}, [], harmful=False)
     assert b_order[:3] == ["window", "normalization", "primitive"]
     assert family_order({"B": 3}, [], harmful=True)[0][:2] == ["scope", "reading_rule"]
+
+
+def test_a_kept_wrong_answer_is_i_only_when_the_evidence_reads_support_rows() -> None:
+    s = _score([], [], {"h1": "K", "h2": "K", "h3": "O", "h4": "O"})
+    assert categories(s, [], unreachable=["h3"]) == {
+        "H": 0,
+        "A": 1,
+        "I": 2,
+        "B": 0,
+        "out_of_contract": 1,
+    }
+    wrong = categories(s, [], unreachable=["h3"], evidence_right=False)
+    assert (wrong["I"], wrong["B"]) == (0, 2)
+    suite = make_suite("tiny", seed=0)
+    rows = [q for q in suite.train if q.task == "synthetic/window_compare"]
+    ex = [Example(QuestionView.of(q, q.id), q.gold, None) for q in rows]
+    cache = SpecCache()
+
+    def branch(spec: Spec, key: str) -> Genome:
+        return Genome((Branch((), (), (), spec, (key,), _label_rule(key)),), False, Scope())
+
+    # regime persistence reads these rows at cv 0.67; a band power up to 0.5 Hz at cv 0
+    assert evidence_right(branch(Spec("regime_switch"), "persistence"), ex, cache, [0])
+    band = Spec("band_power", "primary", (("f_hi", 0.5),))
+    assert not evidence_right(branch(band, "band_power"), ex, cache, [0])
+    assert evidence_right(None, ex, cache, [0])
 
 
 def test_exhausted_families_are_skipped_and_gains_reorder_them() -> None:

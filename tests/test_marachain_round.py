@@ -26,6 +26,7 @@ from tsevo.data import Question
 from tsevo.evolve.chain import ChainSplitError, TrainOnlyEvaluator, rule_variant
 from tsevo.library.tool import ReadingRule
 from tsevo.marachain import Caps, ChainLedger, MaraConfig, Spend, parse_node_id
+from tsevo.marachain.moves import CATEGORIES, FAMILIES
 from tsevo.store import RunLayout
 
 from .round_fixtures import run_inprocess
@@ -104,6 +105,17 @@ def test_builtin_chain_runs_where_direct_attempts_miss_the_bar() -> None:
             ref = parse_node_id(node["node_id"])
             assert ref.kind == "chain" and ref.group_id == g["group_id"] and ref.chain == 1
             assert paths.candidate(node["node_id"]).meta.exists()
+        # every move keeps the contract (design §1.5) and is recorded with its category/label
+        v0_meta = json.loads(paths.candidate(ch["v0"]["node_id"]).meta.read_text())["tool"]
+        for node in ch["nodes"]:
+            meta = json.loads(paths.candidate(node["node_id"]).meta.read_text())["tool"]
+            assert meta["kind"] == v0_meta["kind"]
+            assert meta["contract"]["signature"] == v0_meta["contract"]["signature"]
+            assert meta["scope"]["tasks"] == v0_meta["scope"]["tasks"]
+            assert node["axis"] in FAMILIES and node["category"] in CATEGORIES
+            entry = ledger.get(f"{node['node_id']}:score")
+            assert entry is not None and entry.category == node["category"]
+            assert entry.label == f"builtin chain: {node['subject']}"
         spend = ledger.total(chain_id=ch["chain_id"])
         assert spend.steps == len(ch["nodes"]) == ch["spend"]["steps"]
         assert spend.val_runs == 0

@@ -2,27 +2,30 @@
 
 When none of a work group's direct attempts clears the prefilter bar and chains are on
 (``cfg.marachain.depth > 0``), :func:`run_builtin_chain` refines the chain's start v0 (chosen by
-:func:`tsevo.marachain.chain_start`) for at most ``depth`` steps. Each step edits the parent's
-draft along one axis of the builtin synthesizer's templates, chosen from what the score history
-says the parent fixed and broke:
+:func:`tsevo.marachain.chain_start`, ``strongest`` or ``last``) for at most ``depth`` steps. Each
+step edits the parent along one family of :mod:`tsevo.marachain.moves` (window, normalization,
+primitive within the contract's family, another measurement, scope within the contract, reading
+rule, revert of a lost win), keeping the signature and the artifact kind:
 
-* ``reading_rule``: the abstain band of the draft's reading rule (every branch's for a composite
-  tool), widened first when the parent harms probe rows beyond the cap (abstain more), narrowed
-  first otherwise (answer where it abstained);
-* ``measurement``: the next measurement of the group's ranked plan that the lineage has not tried
-  (a second measurement or another primitive of the contract's family), drawn from the
-  synthesizer with the lineage as its history.
+* the parent's per-row facts on the batch (out of scope, abstained, kept, replaced) and the score
+  history give category counts (``H`` lost wins, ``A`` never triggered, ``I`` kept with the
+  evidence right, ``B`` content wrong; held-out errors outside the contract's scope count apart);
+* the leading category's families come first (ties H > A > I > B), families whose earlier changes
+  gained more first among them; a family changed twice without gain is exhausted (F);
+* among the families that change what is measured, the one whose best unseen move recovers gold
+  best on the group's support rows (never the batch) is taken.
 
 Every node goes through the same checks as a direct attempt and the same prefilter scoring, on
 one fixed batch: the group's held-out errors and v0's harm probe, train rows only (the evaluator
 is wrapped by :class:`TrainOnlyEvaluator`, which raises on any other split). Spends go through
-the round's :class:`~tsevo.marachain.ChainLedger` (one ``<node_id>:score`` entry per step, so a
-resumed chain never counts a step twice); a step whose node scores worse than its parent (fewer net repairs)
-is kept on record but the next step edits the parent again. A chain stops at the first node that
-clears the bar (``paper``) or per the ``code`` variant's early stop, on an exhausted budget, or
-when no move is left. The result is labelled ``builtin chain``; per node, ``synthesis.json``
-records the axis, what it fixed and broke, and its raw and credited scores on the batch as 0/1
-strings in batch order (``batch.qids``).
+the round's :class:`~tsevo.marachain.ChainLedger` (one ``<node_id>:score`` entry per step, with
+the step's category and label, so a resumed chain never counts a step twice and a step already
+recorded skips the cap check it passed when it ran); a step whose node scores worse than its
+parent (fewer net repairs) is kept on record but the next step edits the parent again. A chain
+stops at the first node that clears the bar (``paper``) or per the ``code`` variant's early stop,
+on an exhausted budget, or when no move is left (``exhausted``). The result is labelled ``builtin
+chain``; per node, ``synthesis.json`` records the family, category, what it fixed and broke, its
+raw and credited scores and facts on the batch as strings in batch order (``batch.qids``).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from tsevo.marachain.moves import (
     Genome,
     blame_order,
     categories,
+    evidence_right,
     family_order,
     genome_draft,
     genome_of,
@@ -64,6 +68,7 @@ from tsevo.marachain.moves import (
     row_facts,
     scope_variants,
     spec_moves,
+    support_cv,
     with_rule,
 )
 from tsevo.roles.builtin.composite import Branch
@@ -74,6 +79,8 @@ __all__ = ["LABEL", "ChainSplitError", "TrainOnlyEvaluator", "rule_variant", "ru
 
 #: How reports name this chain.
 LABEL = "builtin chain"
+#: The families that change what is measured (compared by support-row recovery within a step).
+_DIMENSIONS = frozenset({"window", "normalization", "primitive", "measurement"})
 #: Measurements of support rows for the chain's fits (deterministic values, shared by groups).
 _CACHE = SpecCache()
 
@@ -282,6 +289,14 @@ def _family_moves(
         for sg, what, _cv in spec_moves(g, family, inp.examples, _CACHE, order):
             yield _Move(family, f"{family}: {what}"[:72], genome_draft(par.draft, sg), sg)
     elif family == "measurement":
+        # the K-loop's other measurements first (they were scored under their own scope), then
+        # the plan's next one; each inherits the lineage's matcher edits
+        others = sorted(
+            ((rec, d) for rec, d in inp.tries if rec.checked and d.id != par.draft.id),
+            key=lambda t: (-(len(t[0].repairs) - len(t[0].harms)), -t[0].attempt),
+        )
+        for _rec, d in others:
+            yield _measurement_move(d, par.draft, inp.group)
         history_fb = [
             AttemptFeedback(i + 1, f"chain.{i}", t, "no_repair", 0, 0, "")
             for i, t in enumerate(tried)
@@ -291,7 +306,7 @@ def _family_moves(
         except Exception:  # a synthesizer failure leaves the other families
             nxt = None
         if nxt is not None and nxt.contract.measurement not in tried:
-            yield _Move("measurement", f"measure {nxt.contract.measurement}"[:72], nxt)
+            yield _measurement_move(nxt, par.draft, inp.group)
     elif family == "scope":
         support = [e for e in inp.examples if e.gold is not None]
         for wider in (not harmful, harmful):
@@ -316,6 +331,31 @@ def _family_moves(
             what = "widen" if wider else "narrow"
             ngr = with_rule(g, new_rule) if g is not None else None
             yield _Move("reading_rule", f"{what} the reading rule's abstain band", d, ngr)
+
+
+def _measurement_move(draft: Tool, parent: Tool, group: WorkGroup) -> _Move:
+    """A move to another measurement's draft, with the lineage's matcher edits inherited."""
+    moved = _inherit_scope(draft, parent)
+    g = genome_of(draft, *_plan_of(group))
+    if g is not None:
+        g = replace(g, scope=replace(moved.scope, kinds=()))
+    return _Move("measurement", f"measure {draft.contract.measurement}"[:72], moved, g)
+
+
+def _inherit_scope(draft: Tool, parent: Tool) -> Tool:
+    """``draft`` with the parent's matcher (the lineage's scope edits) when both read one kind.
+
+    Composite tools dispatch on their own kind matchers, and another task set is another
+    contract: those keep their own scope.
+    """
+    a, b = draft.scope, parent.scope
+    if (
+        a.kinds
+        or b.kinds
+        or (a.tasks, a.arity, a.options_kind) != (b.tasks, b.arity, b.options_kind)
+    ):
+        return draft
+    return replace(draft, scope=replace(a, matcher=b.matcher))
 
 
 def _revert_moves(
@@ -353,12 +393,48 @@ def _moves(
     category counts and the family order.
     """
     check = bar.check(par.score)
-    cats = categories(par.score, history.lost_wins(), _unreachable(par.draft, inp.held_qs))
+    right = (
+        evidence_right(
+            par.genome, inp.examples, _CACHE, blame_order(par.genome, par.score, par.outputs)
+        )
+        if par.genome is not None
+        else True
+    )
+    cats = categories(par.score, history.lost_wins(), _unreachable(par.draft, inp.held_qs), right)
     order, lead = family_order(cats, record, harmful=check.outcome == "harmful")
-    for fam in order:
+
+    def first(fam: str) -> _Move | None:
         for m in _family_moves(fam, par, check.outcome, inp, tried, history, genomes):
             if _key(m.draft) not in seen:
+                return m
+        return None
+
+    i = 0
+    while i < len(order):
+        fam = order[i]
+        if fam not in _DIMENSIONS:
+            m = first(fam)
+            if m is not None:
                 return m, lead, cats, order
+            i += 1
+            continue
+        # a run of measurement dimensions (B advances the next live one): the one whose best
+        # unseen move recovers gold best on support rows, the earlier family on ties
+        j = i
+        while j < len(order) and order[j] in _DIMENSIONS:
+            j += 1
+        run = order[i:j]
+        best: tuple[float, int, _Move] | None = None
+        for k, f in enumerate(run):
+            m = first(f)
+            if m is None:
+                continue
+            cv = support_cv(m.genome, inp.examples, _CACHE) if m.genome is not None else 0.0
+            if best is None or (cv, -k) > (best[0], -best[1]):
+                best = (cv, k, m)
+        if best is not None:
+            return best[2], lead, cats, order
+        i = j
     return None, lead, cats, order
 
 
@@ -449,10 +525,8 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
     nodes: list[dict[str, Any]] = []
     tried = [rec.measurement for rec, _ in inp.tries]
     seen = {_key(d) for _, d in inp.tries}
-    # the direct attempts are the K-loop's measurement changes (design §1.3): their gains count
-    record: list[tuple[str, int]] = [
-        ("measurement", len(rec.repairs) - len(rec.harms)) for rec, _ in inp.tries if rec.checked
-    ]
+    # (family, gain) of every change the chain made: two without gain exhaust a family (F)
+    record: list[tuple[str, int]] = []
     par = _Parent(v0, v0_score, genomes[v0.id], v0_out)
     stopped = "depth reached"
     seq = len(direct)

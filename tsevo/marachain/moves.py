@@ -56,6 +56,7 @@ __all__ = [
     "Candidate",
     "Genome",
     "categories",
+    "evidence_right",
     "exhausted",
     "family_order",
     "fit_on_support",
@@ -67,6 +68,7 @@ __all__ = [
     "revert_genome",
     "row_facts",
     "scope_variants",
+    "support_cv",
     "with_rule",
 ]
 
@@ -314,8 +316,15 @@ class Candidate:
     train: float
 
 
-def _support_rows(examples: Sequence[Any], b: Branch) -> list[Any]:
-    return [e for e in examples if e.gold is not None and words_ok(e.question, b.require, b.forbid)]
+def _support_rows(examples: Sequence[Any], g: Genome, b: Branch) -> list[Any]:
+    """The labelled support rows a branch reads: in the genome's scope, with the branch's words."""
+    return [
+        e
+        for e in examples
+        if e.gold is not None
+        and scope_matches(g.scope, e.question)
+        and words_ok(e.question, b.require, b.forbid)
+    ]
 
 
 def fit_on_support(
@@ -454,13 +463,14 @@ def spec_moves(
     """Genomes one ``family`` edit away (window, normalization, primitive), best support fit first.
 
     Branches are tried in ``order`` (the ones the batch blames first); within a branch, by
-    cross-validated accuracy on that branch's support rows, then by name.
+    cross-validated accuracy on that branch's support rows, then by name. A value whose rule
+    recovers no support row out of fold is never proposed.
     """
     for i in order:
         b = g.branches[i]
         if len(b.keys) != 1 or b.rule.kind not in ("label", "nearest_number", "extremum"):
             continue
-        support = _support_rows(examples, b)
+        support = _support_rows(examples, g, b)
         if family == "primitive":
             specs = primitive_variants(b.spec)
         else:
@@ -471,7 +481,8 @@ def spec_moves(
             for c in fit_on_support(s, key, b.rule.kind, support, cache):
                 if family == "primitive" and s == b.spec and c.key == b.keys[0]:
                     continue
-                cands.append(c)
+                if c.cv > 0:  # a value no support row supports is no value
+                    cands.append(c)
         cands.sort(key=lambda c: (-c.cv, -c.train, c.spec.describe(c.key)))
         for c in cands:
             nb = replace(b, spec=c.spec, keys=(c.key,), rule=c.rule)
@@ -492,7 +503,9 @@ def refit_moves(
         b = g.branches[i]
         if len(b.keys) != 1 or b.rule.kind not in ("label", "nearest_number", "extremum"):
             continue
-        for c in fit_on_support(b.spec, b.keys[0], b.rule.kind, _support_rows(examples, b), cache):
+        for c in fit_on_support(
+            b.spec, b.keys[0], b.rule.kind, _support_rows(examples, g, b), cache
+        ):
             if c.rule != b.rule:
                 nb = replace(b, rule=c.rule)
                 yield (
@@ -578,7 +591,10 @@ def row_facts(draft: Tool, questions: Sequence[Any], recs: Mapping[str, Any]) ->
 
 
 def categories(
-    score: NodeScore, lost_wins: Sequence[str], unreachable: Iterable[str] = ()
+    score: NodeScore,
+    lost_wins: Sequence[str],
+    unreachable: Iterable[str] = (),
+    evidence_right: bool = True,
 ) -> dict[str, int]:
     """Rows per diagnosis category on the batch (design §3.2's table, as the builtin chain sees it).
 
@@ -586,7 +602,10 @@ def categories(
     ran on and kept the wrong answer (K); ``B`` wrong replacements and harmed probe rows.
     ``unreachable`` held-out errors lie outside the contract's scope (another task, input or
     option shape, a question kind without a branch): no move within the contract reaches them,
-    so they count apart (``out_of_contract``) and lead nothing.
+    so they count apart (``out_of_contract``) and lead nothing. A kept wrong answer is ``I``
+    (the mechanism is too weak) only when the evidence is right (``evidence_right``: a rule refit
+    on the measurement's support rows recovers gold, :func:`evidence_right`); otherwise the
+    measurement is wrong and the row counts as ``B``.
     """
     out = dict.fromkeys(CATEGORIES, 0)
     out["H"] = len(lost_wins)
@@ -601,12 +620,50 @@ def categories(
             if f in ("O", "S", "A"):
                 out["A"] += 1
             elif f == "K":
-                out["I"] += 1
+                out["I" if evidence_right else "B"] += 1
             elif f in ("R", "E") and not raw:
                 out["B"] += 1
         elif p == "P" and not raw:
             out["B"] += 1
     return out
+
+
+#: Cross-validated accuracy on support rows from which a measurement's evidence counts as right.
+EVIDENCE_CV = 2 / 3
+
+
+def evidence_right(
+    g: Genome | None, examples: Sequence[Any], cache: SpecCache, order: Sequence[int]
+) -> bool:
+    """Whether the blamed branch's measurement recovers gold on its support rows (design §3.2 I).
+
+    The precondition of ``I`` ("a rule on the stored evidence picks gold") checked where the
+    chain may look: a rule refit on the support rows cross-validates at :data:`EVIDENCE_CV` or
+    better. Without a genome the evidence is taken as right (the design's default reading).
+    """
+    if g is None or not order:
+        return True
+    b = g.branches[order[0]]
+    if len(b.keys) != 1 or b.rule.kind not in ("label", "nearest_number", "extremum"):
+        return True
+    fits = fit_on_support(b.spec, b.keys[0], b.rule.kind, _support_rows(examples, g, b), cache)
+    return bool(fits) and fits[0].cv >= EVIDENCE_CV - 1e-9
+
+
+def support_cv(g: Genome, examples: Sequence[Any], cache: SpecCache) -> float:
+    """How well a genome's measurements recover gold on support rows (values for a step's choice).
+
+    The mean over branches of the best cross-validated accuracy of a rule refit on each branch's
+    support rows (0 for a branch that cannot be read).
+    """
+    vals = []
+    for b in g.branches:
+        if len(b.keys) != 1 or b.rule.kind not in ("label", "nearest_number", "extremum"):
+            vals.append(0.0)
+            continue
+        fits = fit_on_support(b.spec, b.keys[0], b.rule.kind, _support_rows(examples, g, b), cache)
+        vals.append(fits[0].cv if fits else 0.0)
+    return float(np.mean(vals)) if vals else 0.0
 
 
 def exhausted(record: Sequence[tuple[str, int]]) -> set[str]:
