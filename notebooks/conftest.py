@@ -38,6 +38,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run = Path(tempfile.mkdtemp(prefix="tsevo-nbval-")) / "run"
     nb.ensure_run(nb.QuickstartConfig(run_dir=str(run)), log=lambda _: None)
     os.environ["TSEVO_RUN_DIR"] = str(run)
+    if any(str(item.fspath).endswith("35_mara_chains.ipynb") for item in session.items):
+        _BACKGROUND.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _MARA_CHAINS],
+                env=dict(os.environ),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
     if any(str(item.fspath).endswith("95_study_multi_round.ipynb") for item in session.items):
         _BACKGROUND.append(
             subprocess.Popen(
@@ -51,6 +60,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 _MULTI_ROUND = (
     "from tsevo import notebook as nb; nb.ensure_run(nb.MultiRoundConfig(), log=lambda _: None)"
+)
+_MARA_CHAINS = (
+    "from tsevo import notebook as nb; nb.ensure_run(nb.MaraChainsConfig(), log=lambda _: None)"
 )
 _BACKGROUND: list[subprocess.Popen[bytes]] = []
 

@@ -2,7 +2,8 @@
 
 Widgets and figures are built only from the tidy frames in :mod:`tsevo.analysis` (plus the run's
 series for plots); they compute nothing. Each widget (:class:`FlipExplorer`, :class:`LibraryBrowser`,
-:class:`GateView`) has a ``from_run(run_dir)`` constructor, a composed ``view``, plain
+:class:`GateView`, :class:`ChainView`, :class:`TaxonomyBrowser`) has a ``from_run(run_dir)``
+constructor, a composed ``view``, plain
 ``_repr_html_``/``__repr__`` fallbacks, and a kernel-free ``static_view`` used by the offline HTML
 export (:func:`export_html`). The notebooks' figures (:func:`accuracy_figure`,
 :func:`deltas_figure`, :func:`examples_figure`, :func:`comparison_figure`, displayed with
@@ -18,6 +19,7 @@ from ._render import (
     calibration_tree_text,
     draw_calibration_tree,
 )
+from .chains import ChainView
 from .export import build_page, export_html
 from .figures import (
     accuracy_figure,
@@ -41,13 +43,16 @@ from .studies import (
     study_figure,
     transfer_figure,
 )
+from .taxonomy import TaxonomyBrowser, traces_explorer
 
 __all__ = [
     "FLIP_CLASSES",
     "STUDY_FIGURES",
+    "ChainView",
     "FlipExplorer",
     "GateView",
     "LibraryBrowser",
+    "TaxonomyBrowser",
     "ablation_figure",
     "accuracy_figure",
     "build_page",
@@ -70,5 +75,6 @@ __all__ = [
     "show",
     "show_sources",
     "study_figure",
+    "traces_explorer",
     "transfer_figure",
 ]

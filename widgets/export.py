@@ -24,9 +24,11 @@ import ipywidgets as ipw
 from tsevo.analysis import run_text
 
 from ._render import esc
+from .chains import ChainView
 from .flips import FlipExplorer
 from .gate import GateView
 from .library import LibraryBrowser
+from .taxonomy import TaxonomyBrowser
 
 __all__ = ["ASSETS_ENV", "build_page", "default_assets_dir", "export_html"]
 
@@ -82,7 +84,7 @@ def _asset_files(vendor: Path) -> dict[str, Path]:
 def build_page(
     run: str | Path, *, split: str = "test", max_questions: int | None = 40
 ) -> tuple[ipw.Widget, list[Any]]:
-    """The export's widget tree: a run summary and tabs for flips, library and gate.
+    """The export's widget tree: a run summary and tabs for flips, library, gate and Mara chains.
 
     Args:
         run: Run folder.
@@ -95,13 +97,15 @@ def build_page(
     flips_w, l1 = FlipExplorer.from_run(run, split=split).static_view(max_questions=max_questions)
     lib_w, l2 = LibraryBrowser.from_run(run).static_view()
     gate_w, l3 = GateView.from_run(run).static_view()
+    chains_w, l4 = ChainView.from_run(run).static_view()
+    tax_w, l5 = TaxonomyBrowser.from_run(run).static_view()
     summary = ipw.HTML(
         f"<pre style='font-size:11px;white-space:pre-wrap'>{esc(run_text(run))}</pre>"
     )
-    tabs = ipw.Tab([flips_w, lib_w, gate_w, summary])
-    for i, name in enumerate(["flips", "library", "gate", "summary"]):
+    tabs = ipw.Tab([flips_w, lib_w, gate_w, summary, chains_w, tax_w])
+    for i, name in enumerate(["flips", "library", "gate", "summary", "chains", "taxonomy"]):
         tabs.set_title(i, name)
-    return tabs, [*l1, *l2, *l3]
+    return tabs, [*l1, *l2, *l3, *l4, *l5]
 
 
 def export_html(

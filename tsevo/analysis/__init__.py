@@ -16,8 +16,10 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
   :func:`summary_text`, :func:`run_text`, :func:`run_metrics`, :func:`suite_metrics`
 * the synthetic suite's ceiling: :func:`solver_table`
 * Mara chains: :func:`chain_nodes_df`, :func:`chain_scores_df` (and chain rows in
-  :func:`funnel_df`)
-* failure taxonomies: :func:`codes_df`, :func:`firings_df`, :func:`agreement_df`
+  :func:`funnel_df`); for inspection :func:`chains_df`, :func:`chain_lineage_df`,
+  :func:`chain_records_df`, :func:`chain_diffs_df`, :func:`chain_depth`
+* failure taxonomies: :func:`codes_df`, :func:`firings_df`, :func:`agreement_df`,
+  :func:`versions_df`, :func:`gaps_df`, :func:`trace_flips_df`, :func:`taxonomy_metrics`
 """
 
 from ._runs import load_records, rounds_in, run_suite
@@ -43,11 +45,20 @@ from .gate import (
     prune_df,
 )
 from .marachain import (
+    CHAIN_DIFFS_COLUMNS,
     CHAIN_FUNNEL_ORDER,
+    CHAIN_LINEAGE_COLUMNS,
     CHAIN_NODES_COLUMNS,
+    CHAIN_RECORDS_COLUMNS,
     CHAIN_SCORES_COLUMNS,
+    CHAINS_COLUMNS,
+    chain_depth,
+    chain_diffs_df,
+    chain_lineage_df,
     chain_nodes_df,
+    chain_records_df,
     chain_scores_df,
+    chains_df,
 )
 from .measurements import MEASUREMENTS_COLUMNS, measurements_df
 from .summary import run_metrics, run_summary, run_text, suite_metrics, summary_text
@@ -66,9 +77,15 @@ from .taxonomy import (
     AGREEMENT_COLUMNS,
     CODES_COLUMNS,
     FIRINGS_COLUMNS,
+    GAPS_COLUMNS,
+    VERSIONS_COLUMNS,
     agreement_df,
     codes_df,
     firings_df,
+    gaps_df,
+    taxonomy_metrics,
+    trace_flips_df,
+    versions_df,
 )
 from .tools import CHAIN_COLUMNS, TOOLS_COLUMNS, chain_table, tools_df
 
@@ -77,9 +94,13 @@ __all__ = [
     "BASE_PASS_COLUMNS",
     "BUCKETS_COLUMNS",
     "CALIBRATION_COLUMNS",
+    "CHAINS_COLUMNS",
     "CHAIN_COLUMNS",
+    "CHAIN_DIFFS_COLUMNS",
     "CHAIN_FUNNEL_ORDER",
+    "CHAIN_LINEAGE_COLUMNS",
     "CHAIN_NODES_COLUMNS",
+    "CHAIN_RECORDS_COLUMNS",
     "CHAIN_SCORES_COLUMNS",
     "CHANGED_FLIPS_COLUMNS",
     "CODES_COLUMNS",
@@ -90,6 +111,7 @@ __all__ = [
     "FLIP_CLASSES",
     "FUNNEL_COLUMNS",
     "FUNNEL_ORDER",
+    "GAPS_COLUMNS",
     "GATE_COLUMNS",
     "MEASUREMENTS_COLUMNS",
     "PAIRED_TABLE_COLUMNS",
@@ -97,15 +119,21 @@ __all__ = [
     "REPAIRS_COLUMNS",
     "TEST_DELTAS_COLUMNS",
     "TOOLS_COLUMNS",
+    "VERSIONS_COLUMNS",
     "agreement_df",
     "attempts_table",
     "base_pass_table",
     "buckets_table",
     "calibration_table",
     "candidate_source",
+    "chain_depth",
+    "chain_diffs_df",
+    "chain_lineage_df",
     "chain_nodes_df",
+    "chain_records_df",
     "chain_scores_df",
     "chain_table",
+    "chains_df",
     "changed_flips",
     "codes_df",
     "contracts_table",
@@ -113,6 +141,7 @@ __all__ = [
     "firings_df",
     "flips_df",
     "funnel_df",
+    "gaps_df",
     "gate_df",
     "load_records",
     "measurements_df",
@@ -128,6 +157,9 @@ __all__ = [
     "solver_table",
     "suite_metrics",
     "summary_text",
+    "taxonomy_metrics",
     "test_deltas",
     "tools_df",
+    "trace_flips_df",
+    "versions_df",
 ]

@@ -27,6 +27,7 @@ from .jsonio import taxonomy_to_dict
 from .llm import LLMOptions
 from .model import Taxonomy
 from .runs import BACKENDS, gate_run, induce_run, llm_client, show_run
+from .sources import SOURCES
 
 __all__ = ["add_taxonomy_parser", "describe", "taxonomy_command"]
 
@@ -120,6 +121,7 @@ def _run(args: argparse.Namespace, backend: str, client: LLMClient | None, t0: f
             config=InduceConfig(seed=args.seed),
             backend=backend,
             llm=client,
+            source=args.traces,
         )
         tax = result.taxonomy
         print(
@@ -163,6 +165,12 @@ def add_taxonomy_parser(sub: Any) -> None:
     ind.add_argument("run", help="run folder")
     ind.add_argument("--round", type=int, default=None, help="base pass round (default: latest)")
     ind.add_argument("--seed", type=int, default=0)
+    ind.add_argument(
+        "--traces",
+        choices=SOURCES,
+        default="base",
+        help="train traces: the base pass, the round's candidate arms (evolution), or all",
+    )
     gt = txsub.add_parser("gate", help="gate the draft with a four-annotator panel")
     gt.add_argument("run", help="run folder")
     gt.add_argument("--seed", type=int, default=0)

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tsevo.agent import AnswerRecord
 from tsevo.data import Suite
 from tsevo.roles.llm import LLMClient, LLMConfig, RoleConfigs
 from tsevo.store import RunStore
@@ -22,7 +21,8 @@ from .llm import LLMOptions
 from .llm_induce import llm_induce
 from .llm_panel import PANEL, llm_gate
 from .model import Taxonomy
-from .traces import Trace, normalize, read_traces, write_traces
+from .sources import SOURCES, source_arms
+from .traces import Trace, normalize_arms, read_traces, write_traces
 
 __all__ = [
     "BACKENDS",
@@ -66,15 +66,24 @@ def trace_source(run: str | Path | RunStore, round_: int | None = None) -> tuple
     return r, (arm.split(".", 1)[1] if "." in arm else "")
 
 
-def run_traces(run: str | Path | RunStore, round_: int | None = None, seed: int = 0) -> list[Trace]:
-    """The normalized train traces of a round's base pass (default: the latest round)."""
+def run_traces(
+    run: str | Path | RunStore, round_: int | None = None, seed: int = 0, source: str = "base"
+) -> list[Trace]:
+    """The normalized train traces of a round (default: the latest round with a base pass).
+
+    Args:
+        run: The run folder (or its store).
+        round_: The round.
+        seed: Seeds the induction/gate pool split and the subdomains.
+        source: ``base`` (the round's base pass), ``evolution`` (its candidate arms: train-side
+            evolution traces) or ``all`` (both); see :mod:`tsevo.taxonomy.sources`.
+    """
     store = _store(run)
-    r, library = trace_source(store, round_)
-    df = store.read_parquet(store.layout.round(r).base_pass)
-    records = {str(row["qid"]): AnswerRecord.from_row(row) for row in df.to_dict("records")}
+    r, _ = trace_source(store, round_)
+    arms = source_arms(store, r, source)
     suite = Suite.load(store.layout.suite)
     questions = {q.id: q for q in suite}
-    return normalize(records, questions, suite.splits, round_=r, library=library, seed=seed)
+    return normalize_arms(arms, questions, suite.splits, round_=r, seed=seed)
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -133,6 +142,7 @@ def induce_run(
     backend: str = "builtin",
     llm: LLMSettings | None = None,
     options: LLMOptions | None = None,
+    source: str = "base",
 ) -> Induction:
     """Normalize the traces and induce a draft, written under the run's taxonomy folder.
 
@@ -146,14 +156,18 @@ def induce_run(
         llm: For ``llm``: a config (its cache defaults to the run's ``llm_cache.sqlite``) or a
             client (the caller's, not closed here).
         options: What the LLM steps show and how they ask.
+        source: Which train traces: ``base`` (the base pass), ``evolution`` (the round's
+            candidate arms) or ``all`` (both; see :mod:`tsevo.taxonomy.sources`).
     """
     _check_backend(backend, llm)
+    if source not in SOURCES:
+        raise ValueError(f"unknown trace source {source!r}; use one of {SOURCES}")
     store = _store(run)
     cfg = config or InduceConfig()
     opts = options or LLMOptions()
     tp = store.layout.taxonomy
     r, library = trace_source(store, round_)
-    traces = run_traces(store, r, seed=cfg.seed)
+    traces = run_traces(store, r, seed=cfg.seed, source=source)
     write_traces(traces, tp.traces("train"))
     llm_rec: dict[str, Any] | None = None
     if backend == "llm":
@@ -186,7 +200,13 @@ def induce_run(
                 **({"llm": llm_rec} if llm_rec is not None else {}),
             },
             "draft_fingerprint": result.taxonomy.fingerprint,
-            "source": {"round": r, "split": "train", "library": library, "kind": "answer"},
+            "source": {
+                "round": r,
+                "split": "train",
+                "library": library,
+                "kind": "answer",
+                **({"traces": source} if source != "base" else {}),
+            },
         },
     )
     return result
