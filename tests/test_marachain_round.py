@@ -3,7 +3,8 @@
 * The chain's evaluator answers train questions only (validation and test raise).
 * On the tiny suite, seed 5, work group ``g3`` misses the bar with every direct attempt: with
   ``depth > 0`` a builtin chain runs, saves its nodes under their chain ids, counts its spend in
-  the round's ledger and is recorded in ``synthesis.json`` and the analysis frames; the same
+  the round's ledger and is recorded in ``synthesis.json`` and the analysis frames; started from
+  the last attempt (``start = last``) it rescues the group and the gate admits the node; the same
   round with chains off (depth 0) has the same direct attempts and no chain anywhere.
 """
 
@@ -86,10 +87,11 @@ def test_ledger_counts_earlier_rounds_against_the_run_caps() -> None:
 
 @pytest.mark.slow
 def test_builtin_chain_runs_where_direct_attempts_miss_the_bar() -> None:
-    run = run_inprocess("chain_d3", CHAIN_SEED, marachain=MaraConfig(depth=3))
+    run = run_inprocess("chain_d3", CHAIN_SEED, marachain=MaraConfig(depth=3, start="last"))
     layout = RunLayout(run.path)
     saved = json.loads(layout.config.read_text())
     assert saved["protocol"]["marachain"]["depth"] == 3
+    assert saved["protocol"]["marachain"]["start"] == "last"
     paths = layout.round(1)
     synthesis = json.loads(paths.synthesis.read_text())
     chained = [g for g in synthesis if "chain" in g]
@@ -121,6 +123,18 @@ def test_builtin_chain_runs_where_direct_attempts_miss_the_bar() -> None:
         assert spend.val_runs == 0
         if g["survivor"] is not None:
             assert g["survivor"] == ch["winner"]["node_id"]
+    # the rescue: from the last direct attempt, loosening the scope's matcher brings g3's one
+    # held-out error of the contract's kind into reach and the node repairs it without harm; the
+    # chain stops there and the gate admits the node with the round's other survivors
+    (g3,) = [g for g in chained if g["group_id"] == "g3"]
+    assert g3["chain"]["start"]["node_id"] == g3["attempts"][-1]["tool_id"]
+    (node,) = g3["chain"]["nodes"]
+    assert (node["axis"], node["category"], node["outcome"]) == ("scope", "A", "passed")
+    assert (node["repairs"], node["harms"]) == (1, 0)
+    assert node["categories"]["out_of_contract"] == 5  # five of six are another task's
+    assert g3["survivor"] == node["node_id"] and g3["chain"]["stopped"].startswith("early stop")
+    assert json.loads(paths.gate.read_text())["passed"]
+    assert (paths.library / "stage_1" / f"{node['node_id']}.py").exists()
     total = ledger.total()
     assert total.steps <= MaraConfig().max_steps_round
 
