@@ -33,6 +33,9 @@ from tsevo.data import Question, QuestionView
 from tsevo.knobs import NestedKnobs, check_knobs, knob
 from tsevo.roles import RoleSet
 from tsevo.roles.protocols import Answerer, Example
+from tsevo.roles.selection import Selection
+from tsevo.taxonomy.config import TaxonomyConfig
+from tsevo.taxonomy.judge import Judge, JudgedAnswerer
 
 __all__ = [
     "PAPER_BASELINES",
@@ -53,14 +56,18 @@ class AnswerConfig(NestedKnobs):
 
     selection: str = knob(
         "single",
-        "How one answer is chosen: 'single' (the protocol: one request) or 'majority' "
+        "How one answer is chosen: 'single' (the protocol: one request), 'majority' "
         "(self-consistency: 'samples' sampled answers, each request with its own seed; the "
-        "majority option wins, ties go to the option sampled first and are recorded).",
-        choices=("single", "majority"),
+        "majority option wins, ties go to the option sampled first and are recorded) or 'judge' "
+        "(the same samples; the one on which the pinned taxonomy's outcome-blind codes weigh "
+        "least wins, ties -> majority -> first sampled; needs taxonomy.path).",
+        choices=("single", "majority", "judge"),
     )
-    samples: int = knob(5, "Answers sampled per question under 'majority'.", lo=1, hi=32)
+    samples: int = knob(
+        5, "Answers sampled per question under 'majority' and 'judge'.", lo=1, hi=32
+    )
     temperature: float = knob(
-        0.7, "Sampling temperature of the sampled answers ('majority').", lo=0.0, hi=2.0
+        0.7, "Sampling temperature of the sampled answers ('majority', 'judge').", lo=0.0, hi=2.0
     )
     refine: bool = knob(
         False,
@@ -175,22 +182,41 @@ def baseline_answerer(
     train: Iterable[Question],
     seed: int,
     view: Callable[[Question], QuestionView],
+    taxonomy: TaxonomyConfig | None = None,
 ) -> Answerer:
     """The run's base answerer under ``cfg`` (the role set's own answerer for the defaults).
 
+    Under ``selection = "judge"`` the pinned taxonomy of ``taxonomy`` (``ProtocolConfig.taxonomy``)
+    chooses among the samples (:class:`~tsevo.taxonomy.judge.JudgedAnswerer`).
+
     Raises:
-        ValueError: A non-default config on an answerer that is not an LLM answerer.
+        ValueError: A non-default config on an answerer that is not an LLM answerer, or the
+            judge without a pinned taxonomy.
+        TaxonomyError: The judge's taxonomy is unreadable, not the pinned fingerprint, or not
+            accepted.
     """
     if cfg.is_default:
         return roles.answerer
-    return roles.baseline_answerer(
-        selection=cfg.selection,
-        samples=cfg.samples if cfg.selection != "single" else 1,
-        temperature=cfg.temperature,
-        refine=cfg.refine,
-        examples=icl_examples(train, cfg.shots, seed, view) if cfg.shots else (),
-        shots=cfg.shots,
-    )
+    examples = icl_examples(train, cfg.shots, seed, view) if cfg.shots else ()
+
+    def make(selection: str | Selection) -> Answerer:
+        return roles.baseline_answerer(
+            selection=selection,  # type: ignore[arg-type]  # a Selection object is accepted too
+            samples=cfg.samples if cfg.selection != "single" else 1,
+            temperature=cfg.temperature,
+            refine=cfg.refine,
+            examples=examples,
+            shots=cfg.shots,
+        )
+
+    if cfg.selection != "judge":
+        return make(cfg.selection)
+    if taxonomy is None or not taxonomy.path:
+        raise ValueError(
+            "answer.selection='judge' needs a pinned taxonomy: set taxonomy.path (and pass "
+            "ProtocolConfig.taxonomy to baseline_answerer)"
+        )
+    return JudgedAnswerer(Judge.from_config(taxonomy), make)
 
 
 def baseline_manifest(cfg: AnswerConfig, examples: Sequence[Example] = ()) -> dict[str, Any]:

@@ -23,8 +23,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from tsevo.knobs import check_knobs, coerce, exact, knob
+from tsevo.knobs import NestedKnobs, check_knobs, coerce, exact, knob
 from tsevo.marachain.config import MaraConfig, mara_params
+from tsevo.taxonomy.config import TAXONOMY_DOC, TaxonomyConfig, check_judge, taxonomy_params
 
 from .ablation import AblationConfig, ablation_name, paper_ablation
 from .baseline import AnswerConfig, answer_params
@@ -32,6 +33,7 @@ from .baseline import AnswerConfig, answer_params
 __all__ = ["AblationConfig", "AnswerConfig", "MaraConfig", "ProtocolConfig", "exact"]
 
 _knob = knob
+_NESTED = (("answer", AnswerConfig), ("marachain", MaraConfig), ("taxonomy", TaxonomyConfig))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -283,10 +285,10 @@ class ProtocolConfig:
         "Mara chains (tsevo.marachain, marachain.<knob>): rejected candidates refined along chains; "
         "depth 0 (the default) is the published K-attempt loop. Saved only when not the default.",
     )
+    taxonomy: TaxonomyConfig = _knob(TaxonomyConfig(), TAXONOMY_DOC)  # noqa: RUF009 - frozen
 
     def __post_init__(self) -> None:
-        nested = (("ablation", AblationConfig), ("answer", AnswerConfig), ("marachain", MaraConfig))
-        for name, kind in nested:  # nested configs given as dicts (config.json)
+        for name, kind in (("ablation", AblationConfig), *_NESTED):  # dicts from config.json
             if isinstance(getattr(self, name), Mapping):
                 object.__setattr__(self, name, kind.from_dict(getattr(self, name)))
         check_knobs(self, "ProtocolConfig")
@@ -295,17 +297,14 @@ class ProtocolConfig:
                 "ProtocolConfig.auto_prune: tsevo implements only AUTO_PRUNE off (one bounded "
                 "prune per round, retested once); auto_prune=True is not supported"
             )
+        check_judge(self.answer.selection, self.taxonomy)
 
     # ---- (de)serialization -----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """Return every knob as a JSON-friendly dict (field order; ``ablation`` as a nested dict)."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["ablation"] = self.ablation.to_dict()
-        for name in ("answer", "marachain"):  # saved only when not the default, so that
-            d[name] = getattr(self, name).to_dict()  # config.json is as before baselines/chains
-            if getattr(self, name).is_default:
-                del d[name]
-        return d
+        skip = {n for n, _ in _NESTED if getattr(self, n).is_default}  # config.json as before them
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        return {k: v.to_dict() if isinstance(v, NestedKnobs) else v for k, v in d.items()}
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -370,6 +369,7 @@ class ProtocolConfig:
         start = base.to_dict() if base is not None else {}
         lowered, answer = answer_params(lowered, start)
         lowered, mara = mara_params(lowered, start)
+        lowered, tax = taxonomy_params(lowered, start)
         _check_known(lowered.keys(), "from_params")
         coerced = {k: coerce("ProtocolConfig", k, v, kinds[k]) for k, v in lowered.items()}
         ablation = dict(start.get("ablation", {}))
@@ -386,7 +386,7 @@ class ProtocolConfig:
         ablation.update(AblationConfig.from_params(switches).to_dict() if switches else {})
         start.update(coerced)
         start["ablation"] = AblationConfig.from_params(ablation)
-        start.update({k: v for k, v in (("answer", answer), ("marachain", mara)) if v is not None})
+        start.update({n: v for (n, _), v in zip(_NESTED, (answer, mara, tax), strict=True) if v})
         return cls(**start)
 
     def ablated(self, name: str) -> ProtocolConfig:
@@ -459,7 +459,7 @@ class ProtocolConfig:
     def describe(self) -> list[dict[str, Any]]:
         """Return Table 3 as rows ``{"name", "value", "default", "doc", "decided_gap"}``."""
         values, defaults = self.to_dict(), ProtocolConfig().to_dict()
-        for name, kind in (("answer", AnswerConfig), ("marachain", MaraConfig)):
+        for name, kind in _NESTED:
             values[name], defaults[name] = getattr(self, name).to_dict(), kind().to_dict()
         return [
             {
