@@ -102,3 +102,112 @@ def permuted(traces: list[Trace], seed: int) -> list[Trace]:
         Trace(t.problem_id, t.task, t.raw_trajectory, {**t.metadata, "outcome": outs[j]})
         for t, j in zip(traces, order, strict=True)
     ]
+
+
+#: Failure modes a round of :func:`rounds_run` can switch on, each on its own planted questions.
+MODES: tuple[str, ...] = ("timeout", "replace", "abstain", "rlimit", "short")
+
+
+def mode_of(i: int, seed: int, rate: float = 0.15) -> str | None:
+    """The failure mode planted on question ``i`` (one of :data:`MODES`) or ``None``.
+
+    ``timeout``, ``replace``, ``abstain`` and ``rlimit`` take seeded shares ``rate`` of the
+    questions; ``short`` is every question on the shortest series (40 points, every seventh)
+    whose planted mode is not active in the round (:func:`round_records`).
+    """
+    k = int(_u("plant-mode", seed, i) / rate)
+    return MODES[k] if k < 4 else None
+
+
+def round_records(
+    questions: dict[str, Question], modes: tuple[str, ...], seed: int, background: float
+) -> dict[str, AnswerRecord]:
+    """One round's base-pass records: the active modes fail 90% of their questions.
+
+    ``timeout``: the tool times out and no decision is taken. ``replace``: the tool runs and the
+    reviewer replaces the answer (wrong 90% of the time). ``abstain``: the answerer gives no
+    answer and no tool is shortlisted. ``rlimit``: one tool hits its memory limit, a second runs
+    and the reviewer keeps the (wrong) answer. ``short``: the tool runs, the reviewer keeps the
+    answer, and the answer is wrong (a domain failure: questions on short series). Elsewhere the tool runs (or abstains)
+    and the answer fails with probability ``background``.
+    """
+    records: dict[str, AnswerRecord] = {}
+    for i, qid in enumerate(sorted(questions)):
+        q = questions[qid]
+        gold = int(q.gold or 0)
+        mode = mode_of(i, seed)
+        if mode not in modes:
+            mode = "short" if i % 7 == 0 and "short" in modes else None
+        hit = _u("mode-fail", seed, i) < 0.9
+        base = answer = gold if not hit else (gold + 1) % 3
+        if mode == "timeout":
+            run = ToolRun("period_probe", "error", error="timed out", error_kind="timeout")
+            step = StageStep(1, ("period_probe",), (run,), "no_decision", "period_probe timed out",
+                             0, 0)  # fmt: skip
+        elif mode == "replace":
+            run = ToolRun("period_probe", "ok", outputs={"period": 12.0})
+            step = StageStep(1, ("period_probe",), (run,), "replace", "evidence disagrees", 0, 0)
+            base, answer = ((gold + 1) % 3, gold) if not hit else (gold, (gold + 1) % 3)
+        elif mode == "abstain" and hit:
+            records[qid] = AnswerRecord(qid=qid, fingerprint=q.fingerprint, task=q.task,
+                                        base_answer=None, base_reason="no rule applies", steps=(),
+                                        final_answer=None, correct=False)  # fmt: skip
+            continue
+        elif mode == "rlimit":
+            runs = (
+                ToolRun("period_probe", "error", error="memory limit", error_kind="rlimit"),
+                ToolRun("trend_probe", "ok", outputs={"slope": 0.5}),
+            )
+            step = StageStep(1, ("period_probe", "trend_probe"), runs, "keep", "evidence agrees",
+                             0, 0)  # fmt: skip
+        elif mode == "short":
+            run = ToolRun("period_probe", "ok", outputs={"period": 12.0})
+            step = StageStep(1, ("period_probe",), (run,), "keep", "evidence agrees", 0, 0)
+        else:
+            ok = _u("abst", seed, i) < 0.8
+            run = ToolRun("period_probe", "ok" if ok else "abstain", outputs={"period": 12.0})
+            step = StageStep(1, ("period_probe",), (run,), "keep" if ok else "no_decision",
+                             "evidence agrees", 0, 0)  # fmt: skip
+            base = answer = gold if _u("bg-fail", seed, i) >= background else (gold + 1) % 3
+        step = replace(step, answer_in=base, answer_out=answer)
+        records[qid] = AnswerRecord(qid=qid, fingerprint=q.fingerprint, task=q.task,
+                                    base_answer=base, base_reason="period rule: lag 12",
+                                    steps=(step,), final_answer=answer,
+                                    correct=answer == gold)  # fmt: skip
+    return records
+
+
+def rounds_run(
+    root: Path,
+    rounds: tuple[tuple[str, ...], ...],
+    n: int = 200,
+    seed: int = 0,
+    background: float = 0.0,
+) -> Path:
+    """A run folder with one base pass per round; ``rounds[r-1]`` names round r's active modes.
+
+    The questions are :func:`planted_parts`' (val/test ones carry the sentinel); only the records
+    change between rounds, so a mode appearing or vanishing is the only difference.
+    """
+    questions, _, splits, _ = planted_parts(n, seed, 0.0)
+    store = RunStore.create(root, {"seed": seed, "purpose": "taxonomy refinement test"})
+    Suite("planted", list(questions.values()), splits).save(store.layout.suite)
+    for r, modes in enumerate(rounds, start=1):
+        recs = round_records(questions, tuple(modes), seed, background)
+        rows = pd.DataFrame([recs[q].to_row(timings=False) for q in sorted(recs)])
+        store.write_parquet(store.layout.round(r).base_pass, rows)
+    return root
+
+
+def add_round(root: Path, modes: tuple[str, ...], n: int = 200, seed: int = 0,
+              background: float = 0.0) -> int:  # fmt: skip
+    """Append the next round's base pass to a :func:`rounds_run` folder; returns its number."""
+    questions, _, _, _ = planted_parts(n, seed, 0.0)
+    store = RunStore.open(root)
+    r = 1
+    while store.layout.round(r).base_pass.exists():
+        r += 1
+    recs = round_records(questions, tuple(modes), seed, background)
+    rows = pd.DataFrame([recs[q].to_row(timings=False) for q in sorted(recs)])
+    store.write_parquet(store.layout.round(r).base_pass, rows)
+    return r

@@ -1,8 +1,9 @@
-"""The taxonomy command: ``tsevo taxonomy induce|gate|show RUN``.
+"""The taxonomy command: ``tsevo taxonomy induce|gate|refine|show RUN``.
 
 ``induce`` normalizes the train traces of a round's base pass and mines a draft; ``gate`` runs
-the four-reader panel on the gate pool and writes the status; ``show`` prints the codes, the gaps
-and the agreement. Every file lands under the run's taxonomy folder.
+the four-reader panel on the gate pool and writes the status; ``refine`` proposes bounded edits
+from a later round's traces and keeps them only if the gate accepts (:mod:`.refine`); ``show``
+prints the codes, the gaps and the agreement. Every file lands under the run's taxonomy folder.
 
 ``--backend builtin`` (default) is offline; ``--backend llm`` runs induction's 8 LLM steps and
 the four LLM annotators, with the LLM settings ``tsevo evolve`` takes (flags < environment
@@ -26,7 +27,8 @@ from .induce import InduceConfig
 from .jsonio import taxonomy_to_dict
 from .llm import LLMOptions
 from .model import Taxonomy
-from .runs import BACKENDS, gate_run, induce_run, llm_client, show_run
+from .refine import WHEN, RefineConfig
+from .runs import BACKENDS, gate_run, induce_run, llm_client, refine_run, show_run
 from .sources import SOURCES
 
 __all__ = ["add_taxonomy_parser", "describe", "taxonomy_command"]
@@ -144,6 +146,27 @@ def _run(args: argparse.Namespace, backend: str, client: LLMClient | None, t0: f
                 f"{rnd['cohen_area']}, fleiss_code_macro {rnd['fleiss_code_macro']}, coverage "
                 f"{rnd['coverage']} -> {'pass' if rnd['passed'] else 'fail'}"
             )
+    elif args.taxonomy_cmd == "refine":
+        ref = refine_run(
+            args.run,
+            round_=args.round,
+            source=args.traces,
+            config=RefineConfig(when=args.when, seed=args.seed),
+            backend=backend,
+            llm=client,
+            options=LLMOptions(annotator_models=tuple(args.annotator_models or ())),
+        )
+        tax = ref.current
+        _accounting(client)
+        for p in ref.proposed:
+            what = p.get("id") or p.get("keep") or p.get("name")
+            print(f"proposed {p['op']} {what}: {_evidence(p)}")
+        for rnd in ref.rounds:
+            print(
+                f"gate round {rnd['round']}: {rnd['metric']} {rnd[rnd['metric']]}, coverage "
+                f"{rnd['coverage']} -> {'pass' if rnd['passed'] else 'fail'}"
+            )
+        print(f"refinement {ref.decision}: {ref.reason}")
     else:
         tax = show_run(args.run)
         if args.json:
@@ -155,10 +178,15 @@ def _run(args: argparse.Namespace, backend: str, client: LLMClient | None, t0: f
     return 0
 
 
+def _evidence(p: dict[str, Any]) -> str:
+    keys = ("support", "fired", "lift", "jaccard", "candidate", "other")
+    return ", ".join(f"{k} {p[k]}" for k in keys if k in p)
+
+
 def add_taxonomy_parser(sub: Any) -> None:
-    """Add ``taxonomy induce|gate|show`` to the ``tsevo`` subparsers."""
+    """Add ``taxonomy induce|gate|refine|show`` to the ``tsevo`` subparsers."""
     tx = sub.add_parser(
-        "taxonomy", help="failure taxonomies (AdaMAST; builtin or LLM): induce, gate, show"
+        "taxonomy", help="failure taxonomies (AdaMAST; builtin or LLM): induce, gate, refine, show"
     )
     txsub = tx.add_subparsers(dest="taxonomy_cmd", required=True)
     ind = txsub.add_parser("induce", help="mine a draft taxonomy from a run's train traces")
@@ -180,13 +208,36 @@ def add_taxonomy_parser(sub: Any) -> None:
         type=_four_models,
         help="LLM backend: the four annotators' models, comma-separated (default: --model x4)",
     )
+    rf = txsub.add_parser(
+        "refine", help="propose bounded edits from a later round's traces; keep them if gated"
+    )
+    rf.add_argument("run", help="run folder")
+    rf.add_argument("--round", type=int, default=None, help="base pass round (default: latest)")
+    rf.add_argument("--seed", type=int, default=0)
+    rf.add_argument(
+        "--traces",
+        choices=SOURCES,
+        default="base",
+        help="train traces: the base pass, the round's candidate arms (evolution), or all",
+    )
+    rf.add_argument(
+        "--when",
+        choices=WHEN,
+        default="after_accepted",
+        help="refine an accepted version only (default), also a review_required one, or nothing",
+    )
+    rf.add_argument(
+        "--annotator-models",
+        type=_four_models,
+        help="LLM backend: the four annotators' models, comma-separated (default: --model x4)",
+    )
     sh = txsub.add_parser("show", help="print the run's taxonomy (gated, else the draft)")
     sh.add_argument("run", help="run folder")
     sh.add_argument("--json", action="store_true", help="print taxonomy.json")
-    for p in (ind, gt):
+    for p in (ind, gt, rf):
         p.add_argument("--backend", choices=BACKENDS, default="builtin")
         _add_llm_flags(p)
-    for p in (ind, gt, sh):
+    for p in (ind, gt, rf, sh):
         p.set_defaults(func=taxonomy_command)
 
 

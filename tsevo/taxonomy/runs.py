@@ -16,11 +16,12 @@ from tsevo.store import RunStore
 
 from .gate import GateConfig, GateResult, gate
 from .induce import InduceConfig, Induction, induce
-from .jsonio import append_lineage, load_taxonomy, save_taxonomy
+from .jsonio import append_lineage, load_taxonomy, read_lineage, save_taxonomy
 from .llm import LLMOptions
 from .llm_induce import llm_induce
 from .llm_panel import PANEL, llm_gate
 from .model import Taxonomy
+from .refine import RefineConfig, RefineResult, refine, refine_base, refine_paths, write_version
 from .sources import SOURCES, source_arms
 from .traces import Trace, normalize_arms, read_traces, write_traces
 
@@ -31,6 +32,7 @@ __all__ = [
     "gate_run",
     "induce_run",
     "llm_client",
+    "refine_run",
     "run_traces",
     "show_run",
     "trace_source",
@@ -263,7 +265,7 @@ def gate_run(
         tp.lineage.unlink()
     append_lineage(tp.lineage, result.lineage)
     save_taxonomy(result.taxonomy, tp.taxonomy)
-    save_taxonomy(result.taxonomy, tp.version(result.taxonomy.version_n))
+    write_version(tp, result.taxonomy)
     manifest = json.loads(tp.manifest.read_text("utf-8")) if tp.manifest.exists() else {}
     manifest["gate"] = {
         "config": cfg.__dict__,
@@ -274,6 +276,91 @@ def gate_run(
         "status": result.taxonomy.status,
         "fingerprint": result.taxonomy.fingerprint,
         "rounds": len(result.rounds),
+    }
+    _write_json(tp.manifest, manifest)
+    return result
+
+
+def refine_run(
+    run: str | Path | RunStore,
+    *,
+    round_: int | None = None,
+    source: str = "base",
+    config: RefineConfig | None = None,
+    backend: str = "builtin",
+    llm: LLMSettings | None = None,
+    options: LLMOptions | None = None,
+) -> RefineResult:
+    """Refine the run's current taxonomy on a later round's train traces (:mod:`.refine`).
+
+    Writes the round's traces (``traces/refine_r<r>.jsonl``), its record
+    (``refine/round_<r>.json``: proposal, evidence, gate figures, decision) and the proposal;
+    the gate's rounds under ``agreement/``; when the gate accepts, the new version
+    (``versions/v<n>.json``, never over a pinned one), ``taxonomy.json`` and the lineage. A rerun of
+    a round starts from the version that round refined before, so it writes the same bytes.
+    ``when="off"`` reads and writes nothing.
+
+    Args:
+        run: The run folder (or its store); ``taxonomy.json`` must exist (gate first).
+        round_: The round whose base pass brings the new traces (default: the latest).
+        source: ``base``, ``evolution`` or ``all`` (as in :func:`induce_run`).
+        config: When, the caps and the gate's numbers.
+        backend: The gate's panel: ``builtin`` or ``llm`` (edits are always mined builtin).
+        llm: For ``llm``: a config or a client (as in :func:`induce_run`).
+        options: What the LLM annotators see and how they ask.
+    """
+    _check_backend(backend, llm)
+    if source not in SOURCES:
+        raise ValueError(f"unknown trace source {source!r}; use one of {SOURCES}")
+    store = _store(run)
+    cfg = config or RefineConfig()
+    tp = store.layout.taxonomy
+    if not tp.taxonomy.exists():
+        raise FileNotFoundError(f"{tp.taxonomy}: no gated taxonomy yet (run taxonomy gate first)")
+    current = load_taxonomy(tp.taxonomy)
+    if cfg.when == "off":
+        return refine(current, [], cfg)
+    r, _ = trace_source(store, round_)
+    base = refine_base(tp, r, current)
+    traces = run_traces(store, r, seed=cfg.seed, source=source)
+    write_traces(traces, tp.traces(f"refine_r{r}"))
+    trigger = f"refine round {r}"
+    if backend == "llm":
+        assert llm is not None
+        opts = options or LLMOptions()
+
+        def go(client: LLMClient) -> RefineResult:
+            def panel(d: Taxonomy, t: Any, c: GateConfig) -> GateResult:
+                return llm_gate(d, t, client, c, opts)
+
+            return refine(base, traces, cfg, trigger=trigger, gate_fn=panel)
+
+        result = _with_client(store, llm, go)
+    else:
+        result = refine(base, traces, cfg, trigger=trigger)
+    for rnd in result.rounds:
+        _write_json(tp.agreement_round(rnd["fingerprint"][7:19], rnd["round"]), rnd)
+    kept = [e for e in read_lineage(tp.lineage) if e.version_n <= base.version_n]
+    if tp.lineage.exists():
+        tp.lineage.unlink()
+    append_lineage(tp.lineage, kept + (result.lineage if result.accepted else []))
+    if result.accepted:
+        write_version(tp, result.current)
+    save_taxonomy(result.current, tp.taxonomy)
+    record_path, proposal_path = refine_paths(tp, r)
+    _write_json(record_path, result.record(trigger))
+    if result.proposal is not None:
+        save_taxonomy(result.proposal, proposal_path)
+    elif proposal_path.exists():
+        proposal_path.unlink()
+    manifest = json.loads(tp.manifest.read_text("utf-8")) if tp.manifest.exists() else {}
+    refine_rec = manifest.setdefault("refine", {})
+    refine_rec.setdefault("rounds", {})[str(r)] = {
+        "decision": result.decision,
+        "source": source,
+        "panel": PANEL if backend == "llm" else "builtin-4view",
+        "base": base.fingerprint,
+        "current": result.current.fingerprint,
     }
     _write_json(tp.manifest, manifest)
     return result
