@@ -300,3 +300,17 @@ def test_a_base_pass_with_the_judge_over_http_and_its_gold_canary(tmp_path: Path
     # the judge without a pinned taxonomy is refused before any request
     with pytest.raises(ValueError, match=r"taxonomy\.path"):
         _base_pass(qs, suite, TaxonomyConfig())
+
+
+def test_the_builtin_answerer_refuses_the_judge_as_it_refuses_majority(tmp_path: Path) -> None:
+    suite = make_suite(8, seed=5, families=["trend"])
+    path = save_taxonomy(_tax(LAST), tmp_path / "taxonomy.json")
+    with pytest.raises(ValueError, match="LLM answerer"):
+        baseline_answerer(
+            RoleSet.builtin(),
+            AnswerConfig(selection="judge"),
+            train=suite.train,
+            seed=0,
+            view=ViewIds(suite, "0").view,
+            taxonomy=TaxonomyConfig(path=str(path)),
+        )
