@@ -230,7 +230,7 @@ def test_config_names_and_params() -> None:
     assert ProtocolConfig.from_dict(cfg.to_dict()) == cfg
     assert ProtocolConfig.from_params({"rounds": 2}, base=cfg).answer == cfg.answer
     with pytest.raises(ValueError, match="selection"):
-        AnswerConfig(selection="judge")
+        AnswerConfig(selection="vote")
     with pytest.raises(TypeError, match="unknown"):
         ProtocolConfig.from_params({"answer.votes": 3})
     with pytest.raises(ValueError, match="unknown baseline"):

@@ -15,6 +15,7 @@ from tsevo.data import Suite
 from tsevo.library.library import Library
 from tsevo.library.sandbox import Sandbox
 from tsevo.roles import RoleSet
+from tsevo.taxonomy.config import TaxonomyConfig
 
 from .baseline import AnswerConfig, baseline_answerer, baseline_name
 from .evaluate import Evaluator, outcomes, task_table
@@ -34,6 +35,7 @@ def eval_baseline(
     seed: int = 0,
     sandbox: Any = None,
     z: float = 1.96,
+    taxonomy: TaxonomyConfig | None = None,
 ) -> dict[str, Any]:
     """Answer ``split`` with the base answerer and with the baseline; report the paired deltas.
 
@@ -46,6 +48,7 @@ def eval_baseline(
         seed: The protocol seed (question views and the few-shot draw).
         sandbox: Tool executor (default: one the agents start and this call closes).
         z: z of the paired lower bound.
+        taxonomy: The pinned taxonomy a ``judge`` selection reads (``ProtocolConfig.taxonomy``).
 
     Returns:
         ``{"split", "n", "baseline", "answer", "tasks" (per task and ALL: n, base, baseline,
@@ -60,7 +63,9 @@ def eval_baseline(
     view = ViewIds(suite, str(seed)).view
     qs = list(getattr(suite, split))
     arms: dict[str, dict[str, AnswerRecord]] = {}
-    wrapped = baseline_answerer(roles, answer, train=suite.train, seed=seed, view=view)
+    wrapped = baseline_answerer(
+        roles, answer, train=suite.train, seed=seed, view=view, taxonomy=taxonomy
+    )
     sb = sandbox if sandbox is not None else Sandbox()
     try:
         for arm, answerer in (("base", roles.answerer), ("baseline", wrapped)):

@@ -188,7 +188,9 @@ def evolve(
         raise ValueError("evolve needs a split suite (Suite.split)")
     if not cfg.answer.is_default:  # an answering baseline: the run's answerer (refused on builtin)
         view = ViewIds(suite, str(cfg.seed)).view
-        answerer = baseline_answerer(roles, cfg.answer, train=suite.train, seed=cfg.seed, view=view)
+        answerer = baseline_answerer(
+            roles, cfg.answer, train=suite.train, seed=cfg.seed, view=view, taxonomy=cfg.taxonomy
+        )
         roles = roles.replace(answerer=answerer)
     with run_lock(out):  # one writer per run folder; a second one fails at once
         return _evolve(suite, roles, cfg, out, callbacks, sandbox, suite_ref, log, progress)
