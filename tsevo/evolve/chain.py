@@ -31,14 +31,14 @@ raw and credited scores and facts on the batch as strings in batch order (``batc
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tsevo.agent import AnswerRecord
 from tsevo.data import Question
-from tsevo.library.library import Library, scope_matches
-from tsevo.library.tool import Matcher, Tool
+from tsevo.library.library import Library
+from tsevo.library.tool import Tool
 from tsevo.marachain import (
     Bar,
     BatchSpec,
@@ -55,34 +55,23 @@ from tsevo.marachain import (
     early_stop,
     winner,
 )
-from tsevo.marachain.moves import (
-    Genome,
-    blame_order,
-    categories,
-    evidence_right,
-    family_order,
-    genome_draft,
-    genome_of,
-    refit_moves,
-    revert_genome,
-    row_facts,
-    scope_variants,
-    spec_moves,
-    support_cv,
-    with_rule,
+from tsevo.marachain.genome import Genome, genome_of
+from tsevo.marachain.moves import row_facts
+from tsevo.marachain.step import (
+    Move,
+    Parent,
+    artifact_key,
+    choose_move,
+    outputs_of,
+    plan_of,
+    rule_variant,
 )
-from tsevo.roles.builtin.composite import Branch
-from tsevo.roles.builtin.measure import SpecCache
-from tsevo.roles.protocols import AttemptFeedback, Example, Synthesizer, WorkGroup
+from tsevo.roles.protocols import Example, Synthesizer, WorkGroup
 
 __all__ = ["LABEL", "ChainSplitError", "TrainOnlyEvaluator", "rule_variant", "run_builtin_chain"]
 
 #: How reports name this chain.
 LABEL = "builtin chain"
-#: The families that change what is measured (compared by support-row recovery within a step).
-_DIMENSIONS = frozenset({"window", "normalization", "primitive", "measurement"})
-#: Measurements of support rows for the chain's fits (deterministic values, shared by groups).
-_CACHE = SpecCache()
 
 
 class ChainSplitError(RuntimeError):
@@ -164,7 +153,7 @@ def _node_score(
 
 
 def _hash(d: Tool) -> str:
-    return hashlib.sha256(_key(d).encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(artifact_key(d).encode("utf-8")).hexdigest()[:16]
 
 
 def _direct_nodes(tries: Sequence[tuple[Any, Tool]], group_id: str) -> list[ChainNode]:
@@ -205,250 +194,12 @@ def _direct_nodes(tries: Sequence[tuple[Any, Tool]], group_id: str) -> list[Chai
     return out
 
 
-def _margin(rule: Any, wider: bool) -> float | None:
-    """A reading rule's next abstain band (``None`` when there is none to move to)."""
-    m = float(rule.margin)
-    if wider:
-        if m > 0:
-            return m * 2
-        if rule.kind == "label" and rule.bins:
-            spread = max(abs(b) for b in rule.bins) or 1.0
-            return round(0.1 * spread, 6)
-        return 0.1
-    return round(m / 2, 6) if m > 1e-6 else None
-
-
-def rule_variant(rule: Any, wider: bool) -> Any:
-    """The reading rule with its abstain band widened or narrowed (``None``: nothing to move).
-
-    A composite tool's ``branches`` rule moves every branch's band together.
-    """
-    if rule is None:
-        return None
-    if rule.kind == "branches":
-        moved = [rule_variant(b, wider) for b in rule.branches]
-        if all(b is None for b in moved):
-            return None
-        return replace(
-            rule,
-            branches=tuple(
-                b if n is None else n for b, n in zip(rule.branches, moved, strict=True)
-            ),
-        )
-    m = _margin(rule, wider)
-    return None if m is None else replace(rule, margin=m)
-
-
-@dataclass(frozen=True)
-class _Move:
-    axis: str
-    subject: str
-    draft: Tool
-    genome: Genome | None = None
-
-
-@dataclass
-class _Parent:
-    """The node a step edits, with what the step needs to know of it."""
-
-    draft: Tool
-    score: NodeScore
-    genome: Genome | None
-    outputs: dict[str, dict[str, Any]]
-
-
-def _outputs(draft: Tool, recs: Mapping[str, AnswerRecord]) -> dict[str, dict[str, Any]]:
-    """The draft's tool outputs per question (for blaming a composite tool's branches)."""
-    out: dict[str, dict[str, Any]] = {}
-    for q, r in recs.items():
-        for s in r.steps:
-            for run in s.runs:
-                if run.tool_id == draft.id and run.outputs:
-                    out.setdefault(q, {}).update(run.outputs)
-    return out
-
-
-def _family_moves(
-    family: str,
-    par: _Parent,
-    check_outcome: str,
-    inp: ChainInputs,
-    tried: list[str],
-    history: ScoreHistory,
-    genomes: Mapping[str, Genome | None],
-) -> Iterator[_Move]:
-    """The moves of one family from ``par``, best first (generated lazily)."""
-    g = par.genome
-    harmful = check_outcome == "harmful"
-    if family == "revert":
-        yield from _revert_moves(par, history, genomes)
-    elif family in ("window", "normalization", "primitive"):
-        if g is None:
-            return
-        order = blame_order(g, par.score, par.outputs)
-        for sg, what, _cv in spec_moves(g, family, inp.examples, _CACHE, order):
-            yield _Move(family, f"{family}: {what}"[:72], genome_draft(par.draft, sg), sg)
-    elif family == "measurement":
-        # the K-loop's other measurements first (they were scored under their own scope), then
-        # the plan's next one; each inherits the lineage's matcher edits
-        others = sorted(
-            ((rec, d) for rec, d in inp.tries if rec.checked and d.id != par.draft.id),
-            key=lambda t: (-(len(t[0].repairs) - len(t[0].harms)), -t[0].attempt),
-        )
-        for _rec, d in others:
-            yield _measurement_move(d, par.draft, inp.group)
-        history_fb = [
-            AttemptFeedback(i + 1, f"chain.{i}", t, "no_repair", 0, 0, "")
-            for i, t in enumerate(tried)
-        ]
-        try:
-            nxt = inp.synthesizer.synthesize(inp.group, len(tried) + 1, history_fb, inp.examples)
-        except Exception:  # a synthesizer failure leaves the other families
-            nxt = None
-        if nxt is not None and nxt.contract.measurement not in tried:
-            yield _measurement_move(nxt, par.draft, inp.group)
-    elif family == "scope":
-        support = [e for e in inp.examples if e.gold is not None]
-        for wider in (not harmful, harmful):
-            for sc, what in scope_variants(par.draft.scope, support, wider):
-                ng: Genome | None = (
-                    replace(g, scope=replace(sc, kinds=())) if g is not None else None
-                )
-                yield _Move("scope", f"scope: {what}"[:72], replace(par.draft, scope=sc), ng)
-    elif family == "reading_rule":
-        if g is not None:  # I: refit the rule on support rows first
-            order = blame_order(g, par.score, par.outputs)
-            for ng, what in refit_moves(g, inp.examples, _CACHE, order):
-                yield _Move("reading_rule", what[:72], genome_draft(par.draft, ng), ng)
-        rule = par.draft.guidance.rule if par.draft.guidance is not None else None
-        for wider in (harmful, not harmful):
-            new_rule = rule_variant(rule, wider)
-            if new_rule is None:
-                continue
-            gd = par.draft.guidance
-            assert gd is not None
-            d = replace(par.draft, guidance=replace(gd, rule=new_rule))
-            what = "widen" if wider else "narrow"
-            ngr = with_rule(g, new_rule) if g is not None else None
-            yield _Move("reading_rule", f"{what} the reading rule's abstain band", d, ngr)
-
-
-def _measurement_move(draft: Tool, parent: Tool, group: WorkGroup) -> _Move:
-    """A move to another measurement's draft, with the lineage's matcher edits inherited."""
-    moved = _inherit_scope(draft, parent)
-    g = genome_of(draft, *_plan_of(group))
-    if g is not None:
-        g = replace(g, scope=replace(moved.scope, kinds=()))
-    return _Move("measurement", f"measure {draft.contract.measurement}"[:72], moved, g)
-
-
-def _inherit_scope(draft: Tool, parent: Tool) -> Tool:
-    """``draft`` with the parent's matcher (the lineage's scope edits) when both read one kind.
-
-    Composite tools dispatch on their own kind matchers, and another task set is another
-    contract: those keep their own scope.
-    """
-    a, b = draft.scope, parent.scope
-    if (
-        a.kinds
-        or b.kinds
-        or (a.tasks, a.arity, a.options_kind) != (b.tasks, b.arity, b.options_kind)
-    ):
-        return draft
-    return replace(draft, scope=replace(a, matcher=b.matcher))
-
-
-def _revert_moves(
-    par: _Parent, history: ScoreHistory, genomes: Mapping[str, Genome | None]
-) -> Iterator[_Move]:
-    """H: revert the field whose change lost a win (:func:`~tsevo.marachain.moves.revert_genome`)."""
-    if par.genome is None:
-        return
-    found = revert_genome(par.genome, history, genomes)
-    if found is not None:
-        ng, family, undone = found
-        subject = f"revert the {family} change of {undone}"
-        yield _Move("revert", subject[:72], genome_draft(par.draft, ng), ng)
-
-
-def _unreachable(draft: Tool, held: Sequence[Question]) -> list[str]:
-    """Held-out errors outside the draft's contract scope (every part of it but the matcher)."""
-    fixed = replace(draft.scope, matcher=Matcher())
-    return [q.id for q in held if not scope_matches(fixed, q)]
-
-
-def _moves(
-    par: _Parent,
-    bar: Bar,
-    inp: ChainInputs,
-    tried: list[str],
-    seen: set[str],
-    history: ScoreHistory,
-    record: list[tuple[str, int]],
-    genomes: Mapping[str, Genome | None],
-) -> tuple[_Move | None, str, dict[str, int], list[str]]:
-    """The step's move: the first unseen move of the families the score history asks for.
-
-    Returns the move (``None``: every live family is exhausted), the leading category, the
-    category counts and the family order.
-    """
-    check = bar.check(par.score)
-    right = (
-        evidence_right(
-            par.genome, inp.examples, _CACHE, blame_order(par.genome, par.score, par.outputs)
-        )
-        if par.genome is not None
-        else True
-    )
-    cats = categories(par.score, history.lost_wins(), _unreachable(par.draft, inp.held_qs), right)
-    order, lead = family_order(cats, record, harmful=check.outcome == "harmful")
-
-    def first(fam: str) -> _Move | None:
-        for m in _family_moves(fam, par, check.outcome, inp, tried, history, genomes):
-            if _key(m.draft) not in seen:
-                return m
-        return None
-
-    i = 0
-    while i < len(order):
-        fam = order[i]
-        if fam not in _DIMENSIONS:
-            m = first(fam)
-            if m is not None:
-                return m, lead, cats, order
-            i += 1
-            continue
-        # a run of measurement dimensions (B advances the next live one): the one whose best
-        # unseen move recovers gold best on support rows, the earlier family on ties
-        j = i
-        while j < len(order) and order[j] in _DIMENSIONS:
-            j += 1
-        run = order[i:j]
-        best: tuple[float, int, _Move] | None = None
-        for k, f in enumerate(run):
-            m = first(f)
-            if m is None:
-                continue
-            cv = support_cv(m.genome, inp.examples, _CACHE) if m.genome is not None else 0.0
-            if best is None or (cv, -k) > (best[0], -best[1]):
-                best = (cv, k, m)
-        if best is not None:
-            return best[2], lead, cats, order
-        i = j
-    return None, lead, cats, order
-
-
 def _bits(values: Sequence[int]) -> str:
     """Per-question 0/1 scores as one string, in batch order (``"0110"``)."""
     return "".join(str(int(v)) for v in values)
 
 
-def _key(d: Tool) -> str:
-    rule = d.guidance.rule.to_dict() if d.guidance is not None and d.guidance.rule else None
-    return f"{d.source}\x00{d.contract.measurement}\x00{rule}\x00{d.scope.to_dict()}"
-
-
-def _mutate(inp: ChainInputs, move: _Move, step: int, nid: str) -> tuple[Tool, Any, list[str]]:
+def _mutate(inp: ChainInputs, move: Move, step: int, nid: str) -> tuple[Tool, Any, list[str]]:
     """Stamp the move's draft as node ``nid`` and run the checks every tool passes."""
     draft = inp.stamp(move.draft, f"c1.s{step}")
     rec = inp.new_record(nid, draft.contract.measurement)
@@ -467,13 +218,7 @@ def _score_node(
     """Score a checked draft on the batch (the prefilter), with per-row facts and tool outputs."""
     recs = inp.score(draft, probe, guarded, rec)
     facts = row_facts(draft, [*inp.held_qs, *probe], recs)
-    return _node_score(batch, rec, recs, facts), _outputs(draft, recs)
-
-
-def _plan_of(group: WorkGroup) -> tuple[list[dict[str, Any]], list[Branch]]:
-    rows = [r for c in group.cards for r in c.plan.get("ranked", [])]
-    branches = [Branch.from_dict(b) for c in group.cards for b in c.plan.get("branches", ())]
-    return rows, branches
+    return _node_score(batch, rec, recs, facts), outputs_of(draft, recs)
 
 
 def _gain(path: ScoreHistory, nid: str) -> int:
@@ -517,17 +262,17 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
     history = ScoreHistory.start(batch).extend(
         v0.id, v0_score, ChangeEntry.make(1, v0.id, "start", f"v0: direct attempt {v0.id}")
     )
-    plan_rows, plan_branches = _plan_of(inp.group)
+    plan_rows, plan_branches = plan_of(inp.group)
     genomes: dict[str, Genome | None] = {v0.id: genome_of(v0, plan_rows, plan_branches)}
     v0_node = next(n for n in direct if n.node_id == v0.id)
     chain_nodes = [replace(v0_node, score=v0_score)]
     made: dict[str, tuple[Tool, Any]] = {v0.id: (v0, rec0)}
     nodes: list[dict[str, Any]] = []
     tried = [rec.measurement for rec, _ in inp.tries]
-    seen = {_key(d) for _, d in inp.tries}
+    seen = {artifact_key(d) for _, d in inp.tries}
     # (family, gain) of every change the chain made: two without gain exhaust a family (F)
     record: list[tuple[str, int]] = []
-    par = _Parent(v0, v0_score, genomes[v0.id], v0_out)
+    par = Parent(v0, v0_score, genomes[v0.id], v0_out)
     stopped = "depth reached"
     seq = len(direct)
     for step in range(1, mara.depth + 1):
@@ -544,11 +289,11 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
         if reason is not None:
             stopped = reason
             break
-        move, lead, cats, order = _moves(par, bar, inp, tried, seen, history, record, genomes)
+        move, lead, cats, order = choose_move(par, bar, inp, tried, seen, history, record, genomes)
         if move is None:
             stopped = "exhausted"
             break
-        seen.add(_key(move.draft))
+        seen.add(artifact_key(move.draft))
         if move.axis == "measurement":
             tried.append(move.draft.contract.measurement)
         draft, rec, violations = _mutate(inp, move, step, nid)
@@ -638,7 +383,7 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
                 stopped = f"early stop at {nid}"
                 break
             if (score.net, len(score.repairs)) >= (par.score.net, len(par.score.repairs)):
-                par = _Parent(draft, score, move.genome, out)  # not worse: edit this node next
+                par = Parent(draft, score, move.genome, out)  # not worse: edit this node next
                 history = path
             else:  # worse than its parent (what it broke outweighs what it fixed): back off
                 node["kept_parent"] = True
