@@ -15,17 +15,14 @@ proposes one batch of edits:
   run on the pool traces no remaining code fires on; a mined code that duplicates a kept one
   (firing Jaccard ≥ ``overlap_jaccard``) is dropped. Added codes get fresh minted ids.
 
-Codes without a detector cannot be measured by the builtin path and are left alone. The batch is
-capped (``max_edits`` in all; adds first, then retires, merges, relabels) and applied at once by
-:func:`~tsevo.taxonomy.edits.apply_edits` (one lineage entry). The edited version is then gated
-on the NEW traces' gate pool with the existing gate (``gate`` config; two rounds by default): it
-becomes current only if the gate accepts it; otherwise the previous version stays current and the
-rejected proposal is kept in the record.
+Codes without a detector cannot be measured here and are left alone. The batch is capped
+(``max_edits``; adds first, then retires, merges, relabels), applied at once (one lineage entry)
+and gated on the NEW traces' gate pool (``gate``; two rounds by default): it becomes current only
+if the gate accepts it, else the previous version stays and the rejected proposal is recorded.
 
-Pinned consumers (:func:`pin`, :func:`load_pinned`): ``taxonomy/pins.json`` maps a consumer name to
-the fingerprint and version file it pinned. Refinement never rewrites a pinned version file
-(:func:`write_version` raises instead), and :func:`load_pinned` returns exactly the pinned
-version, checking its fingerprint.
+Pins: ``taxonomy/pins.json`` maps a consumer to the fingerprint and version file it pinned
+(:func:`pin`); no pinned version file is ever rewritten (:func:`write_version` raises instead) and
+:func:`load_pinned` returns exactly the pinned version, its fingerprint checked.
 """
 
 from __future__ import annotations
@@ -43,7 +40,7 @@ from tsevo.hashing import canonical_json
 from tsevo.store import RunStore
 from tsevo.store.layout import TaxonomyPaths
 
-from .codes import TaxonomyError, id_sort_key
+from .codes import Code, TaxonomyError, id_sort_key
 from .edits import Add, Edit, LineageEntry, Merge, Relabel, Retire, apply_edits
 from .gate import GateConfig, GateResult, gate
 from .induce import Candidate, InduceConfig, active_roles, draft_code, fires, induction_pool, mine
@@ -65,15 +62,10 @@ __all__ = [
     "write_version",
 ]
 
-#: When refinement runs: never, after an accepted gate, or every round (accepted or
-#: ``review_required``).
+#: When refinement runs: never, after an accepted gate, or every round (accepted or review).
 WHEN: tuple[str, ...] = ("off", "after_accepted", "every_round")
 
 GateFn = Callable[[Taxonomy, Sequence[Trace], GateConfig], GateResult]
-
-
-def _gate_default() -> GateConfig:
-    return GateConfig(max_rounds=2)
 
 
 @dataclass(frozen=True)
@@ -103,7 +95,7 @@ class RefineConfig:
     max_relabel: int = 2
     retire_below: int = 2
     overlap_jaccard: float = 0.8
-    gate: GateConfig = field(default_factory=_gate_default)
+    gate: GateConfig = field(default_factory=lambda: GateConfig(max_rounds=2))
 
     def __post_init__(self) -> None:
         if self.when not in WHEN:
@@ -155,9 +147,8 @@ class RefineResult:
         """The JSON record of the refinement (proposal, gate figures, decision)."""
 
         def ref(t: Taxonomy | None) -> dict[str, Any] | None:
-            if t is None:
-                return None
-            return {"fingerprint": t.fingerprint, "version_n": t.version_n, "status": t.status}
+            keys = ("fingerprint", "version_n", "status")
+            return None if t is None else {k: getattr(t, k) for k in keys}
 
         agr = dict(self.gated.generation.get("agreement") or {}) if self.gated else {}
         return {
@@ -171,7 +162,7 @@ class RefineResult:
             "proposed": list(self.proposed),
             "proposal": ref(self.proposal),
             "gated": ref(self.gated),
-            "gate": {k: agr.get(k) for k in sorted(agr)} if agr else None,
+            "gate": agr or None,
             "gate_rounds": [
                 {k: r.get(k) for k in ("round", "fingerprint", "metric", "passed", "coverage")}
                 for r in self.rounds
@@ -217,65 +208,73 @@ def _unique_name(name: str, taken: set[str]) -> str:
     return out
 
 
-def propose(
-    current: Taxonomy, traces: Sequence[Trace], cfg: RefineConfig | None = None
-) -> tuple[list[Edit], list[dict[str, Any]], dict[str, int]]:
-    """The bounded edit batch refinement proposes on the traces' induction pool.
+Proposal = tuple[Edit, dict[str, Any]]
 
-    Returns:
-        The edits (retires, merges, relabels, adds: the order they are applied in), one evidence
-        record per edit, and the pool's sizes.
-    """
-    cfg = cfg or RefineConfig()
-    pool = induction_pool(traces, cfg.seed)
-    fail = np.array([t.failed for t in pool], dtype=bool).reshape(len(pool))
-    measured = [c for c in current.codes if c.detector]
-    masks = {c.id: _mask(c.detector, pool) for c in measured}
-    # retire: the code's failures vanished (fewest first)
+
+def _retires(
+    masks: Mapping[str, np.ndarray], fail: np.ndarray, cfg: RefineConfig
+) -> list[Proposal]:
+    """Codes firing on fewer than ``retire_below`` failures (fewest first)."""
     support = {i: int((m & fail).sum()) for i, m in masks.items()}
     low = sorted(
         (i for i in support if support[i] < cfg.retire_below),
         key=lambda i: (support[i], id_sort_key(i)),
     )[: cfg.max_retire]
-    retires = [
+    return [
         (
             Retire(i, reason="unused"),
             {"op": "retire", "id": i, "support": support[i], "fired": int(masks[i].sum())},
         )
         for i in low
     ]
-    kept = [c for c in measured if c.id not in low]
-    # merge (same axis and role) or relabel (across): firings overlap
+
+
+def _overlaps(
+    kept: Sequence[Code], masks: Mapping[str, np.ndarray], cfg: RefineConfig
+) -> tuple[list[Proposal], list[Proposal]]:
+    """Merges (same axis and role) and relabels (across) of codes whose firings overlap."""
     pairs = []
-    for a_i, a in enumerate(kept):
-        for b in kept[a_i + 1 :]:
+    for k, a in enumerate(kept):
+        for b in kept[k + 1 :]:
             j = _jaccard(masks[a.id], masks[b.id])
             if j >= cfg.overlap_jaccard:
                 lo, hi = sorted((a, b), key=lambda c: id_sort_key(c.id))
                 pairs.append((-round(j, 9), id_sort_key(lo.id), id_sort_key(hi.id), lo, hi, j))
-    merges: list[tuple[Edit, dict[str, Any]]] = []
-    relabels: list[tuple[Edit, dict[str, Any]]] = []
+    merges: list[Proposal] = []
+    relabels: list[Proposal] = []
     touched: set[str] = set()
     for *_, lo, hi, j in sorted(pairs, key=lambda p: p[:3]):
         if {lo.id, hi.id} & touched:
             continue
         ev = {"jaccard": round(j, 6), "fired": [int(masks[lo.id].sum()), int(masks[hi.id].sum())]}
-        same = lo.category == hi.category and lo.applies_to_role == hi.applies_to_role
-        if same and len(merges) < cfg.max_merge:
-            merges.append((Merge(lo.id, (hi.id,)), {"op": "merge", "keep": lo.id,
-                                                     "absorb": [hi.id], **ev}))  # fmt: skip
-        elif not same and len(relabels) < cfg.max_relabel:
+        if lo.category == hi.category and lo.applies_to_role == hi.applies_to_role:
+            if len(merges) >= cfg.max_merge:
+                continue
+            rec = {"op": "merge", "keep": lo.id, "absorb": [hi.id], **ev}
+            merges.append((Merge(lo.id, (hi.id,)), rec))
+        else:
+            if len(relabels) >= cfg.max_relabel:
+                continue
             theirs = (lo.detection_heuristics or (lo.description,))[0]
             text = (
                 f"Not when the trace fits {lo.id} {lo.name} ({theirs}) with nothing more; the two "
                 f"fired together on {j:.0%} of their refinement-pool firings."
             )
-            relabels.append((Relabel(hi.id, {"when_not_to_use": text}),
-                             {"op": "relabel", "id": hi.id, "other": lo.id, **ev}))  # fmt: skip
-        else:
-            continue
+            rec = {"op": "relabel", "id": hi.id, "other": lo.id, **ev}
+            relabels.append((Relabel(hi.id, {"when_not_to_use": text}), rec))
         touched |= {lo.id, hi.id}
-    # add: failure mass no remaining code covers
+    return merges, relabels
+
+
+def _adds(
+    pool: Sequence[Trace],
+    fail: np.ndarray,
+    kept: Sequence[Code],
+    masks: Mapping[str, np.ndarray],
+    taken: set[str],
+    cfg: RefineConfig,
+) -> tuple[list[Proposal], int]:
+    """Mined codes for the failures no kept code covers, and how many failures that is."""
     covered = np.zeros(len(pool), dtype=bool)
     for c in kept:
         covered |= masks[c.id]
@@ -286,33 +285,61 @@ def propose(
     for axis, role, cand in _mined(residual, cfg.seed):
         code = draft_code(axis, cand, role, residual, fail_r, None)
         full = _mask(code.detector, pool)
-        dup = next((c.id for c in kept if _jaccard(full, masks[c.id]) >= cfg.overlap_jaccard), None)
+        dup = any(_jaccard(full, masks[c.id]) >= cfg.overlap_jaccard for c in kept)
         found.append((-cand.support, -round(cand.lift, 9), cand.key, code, full, dup, cand))
-    adds: list[tuple[Edit, dict[str, Any]]] = []
-    taken = {c.name for c in current.codes if c.id not in low}
+    adds: list[Proposal] = []
     new_masks: list[np.ndarray] = []
     for *_, code, full, dup, cand in sorted(found, key=lambda f: f[:3]):
-        if len(adds) >= cfg.max_add or dup is not None:
+        if len(adds) >= cfg.max_add or dup:
             continue
         if any(_jaccard(full, m) >= cfg.overlap_jaccard for m in new_masks):
             continue
         new_masks.append(full)
         code = replace(code, name=_unique_name(code.name, taken))
-        adds.append((Add(code), {"op": "add", "name": code.name, "category": code.category,
-                                 "role": code.applies_to_role, "candidate": cand.key,
-                                 "support": cand.support, "fired": cand.fired,
-                                 "lift": round(cand.lift, 6),
-                                 "p_adj": float(f"{cand.p_adj:.6g}")}))  # fmt: skip
-    chosen: list[tuple[Edit, dict[str, Any]]] = []
+        rec = {
+            "op": "add",
+            "name": code.name,
+            "category": code.category,
+            "role": code.applies_to_role,
+            "candidate": cand.key,
+            "support": cand.support,
+            "fired": cand.fired,
+            "lift": round(cand.lift, 6),
+            "p_adj": float(f"{cand.p_adj:.6g}"),
+        }
+        adds.append((Add(code), rec))
+    return adds, int(fail_r.sum())
+
+
+def propose(
+    current: Taxonomy, traces: Sequence[Trace], cfg: RefineConfig | None = None
+) -> tuple[list[Edit], list[dict[str, Any]], dict[str, int]]:
+    """The bounded edit batch refinement proposes on the traces' induction pool.
+
+    Retires are decided first (the adds and overlaps are measured without them); the cap
+    ``max_edits`` then keeps adds, retires, merges and relabels in that priority.
+
+    Returns:
+        The edits (retires, merges, relabels, adds: the order they are applied in), one evidence
+        record per edit, and the pool's sizes.
+    """
+    cfg = cfg or RefineConfig()
+    pool = induction_pool(traces, cfg.seed)
+    fail = np.array([t.failed for t in pool], dtype=bool).reshape(len(pool))
+    measured = [c for c in current.codes if c.detector]
+    masks = {c.id: _mask(c.detector, pool) for c in measured}
+    retires = _retires(masks, fail, cfg)
+    low = {r["id"] for _, r in retires}
+    kept = [c for c in measured if c.id not in low]
+    merges, relabels = _overlaps(kept, masks, cfg)
+    taken = {c.name for c in current.codes if c.id not in low}
+    adds, uncovered = _adds(pool, fail, kept, masks, taken, cfg)
+    chosen: list[Proposal] = []
     for group in (adds, retires, merges, relabels):
         chosen += group[: max(0, cfg.max_edits - len(chosen))]
     order = {Retire: 0, Merge: 1, Relabel: 2, Add: 3}
     chosen.sort(key=lambda er: order[type(er[0])])
-    sizes = {
-        "traces": len(pool),
-        "failures": int(fail.sum()),
-        "uncovered_failures": int(fail_r.sum()),
-    }
+    sizes = {"traces": len(pool), "failures": int(fail.sum()), "uncovered_failures": uncovered}
     return [e for e, _ in chosen], [r for _, r in chosen], sizes
 
 
@@ -396,13 +423,11 @@ def pins_path(tp: TaxonomyPaths) -> Path:
     return tp.dir / "pins.json"
 
 
-def read_pins(run: str | Path | RunStore) -> dict[str, dict[str, Any]]:
+def read_pins(run: str | Path | RunStore | TaxonomyPaths) -> dict[str, dict[str, Any]]:
     """The pins of a run (none: an empty mapping)."""
-    path = pins_path(_store(run).layout.taxonomy)
-    if not path.exists():
-        return {}
-    pins: dict[str, dict[str, Any]] = json.loads(path.read_text("utf-8"))
-    return pins
+    tp = run if isinstance(run, TaxonomyPaths) else _store(run).layout.taxonomy
+    path = pins_path(tp)
+    return dict(json.loads(path.read_text("utf-8"))) if path.exists() else {}
 
 
 def write_version(tp: TaxonomyPaths, tax: Taxonomy) -> Path:
@@ -414,8 +439,7 @@ def write_version(tp: TaxonomyPaths, tax: Taxonomy) -> Path:
     path = tp.version(tax.version_n)
     if path.exists():
         held = load_taxonomy(path, verify_fingerprint=False).fingerprint
-        pins = json.loads(pins_path(tp).read_text("utf-8")) if pins_path(tp).exists() else {}
-        by = sorted(c for c, p in pins.items() if p.get("fingerprint") == held)
+        by = sorted(c for c, p in read_pins(tp).items() if p.get("fingerprint") == held)
         if by:
             if held != tax.fingerprint:
                 raise TaxonomyError(
@@ -427,9 +451,7 @@ def write_version(tp: TaxonomyPaths, tax: Taxonomy) -> Path:
 
 
 def pin(run: str | Path | RunStore, consumer: str, version_n: int | None = None) -> dict[str, Any]:
-    """Pin a consumer to a version (default: the current ``taxonomy.json``).
-
-    The version file is written first if missing; ``pins.json`` records its fingerprint.
+    """Pin a consumer to a version (default: the current one, its version file written if missing).
 
     Returns:
         The pin record (``fingerprint``, ``version_n``, ``path`` relative to ``taxonomy/``).
@@ -474,20 +496,3 @@ def load_pinned(run: str | Path | RunStore, consumer: str) -> Taxonomy:
             f"{tax.fingerprint} (changed since it was pinned)"
         )
     return tax
-
-
-def refine_base(tp: TaxonomyPaths, round_: int, current: Taxonomy) -> Taxonomy:
-    """The version a round's refinement starts from.
-
-    A rerun of a round starts from the version its earlier record refined (so it rewrites the
-    same bytes); otherwise, and when that version file no longer matches, ``current``.
-    """
-    record, _ = refine_paths(tp, round_)
-    if not record.exists():
-        return current
-    base = json.loads(record.read_text("utf-8")).get("base") or {}
-    path = tp.version(int(base.get("version_n") or 0)) if base.get("version_n") else None
-    if path is None or not path.exists():
-        return current
-    tax = load_taxonomy(path, verify_fingerprint=False)
-    return tax if tax.fingerprint == base.get("fingerprint") else current

@@ -13,6 +13,7 @@ from typing import Any
 from tsevo.data import Suite
 from tsevo.roles.llm import LLMClient, LLMConfig, RoleConfigs
 from tsevo.store import RunStore
+from tsevo.store.layout import TaxonomyPaths
 
 from .gate import GateConfig, GateResult, gate
 from .induce import InduceConfig, Induction, induce
@@ -21,7 +22,7 @@ from .llm import LLMOptions
 from .llm_induce import llm_induce
 from .llm_panel import PANEL, llm_gate
 from .model import Taxonomy
-from .refine import RefineConfig, RefineResult, refine, refine_base, refine_paths, write_version
+from .refine import RefineConfig, RefineResult, refine, refine_paths, write_version
 from .sources import SOURCES, source_arms
 from .traces import Trace, normalize_arms, read_traces, write_traces
 
@@ -261,11 +262,11 @@ def gate_run(
         for old in tp.agreement_dir.rglob("round_*.json"):
             if old not in fresh:
                 old.unlink()
+    write_version(tp, result.taxonomy)  # first: a pinned version refuses before anything moves
     if tp.lineage.exists():
         tp.lineage.unlink()
     append_lineage(tp.lineage, result.lineage)
     save_taxonomy(result.taxonomy, tp.taxonomy)
-    write_version(tp, result.taxonomy)
     manifest = json.loads(tp.manifest.read_text("utf-8")) if tp.manifest.exists() else {}
     manifest["gate"] = {
         "config": cfg.__dict__,
@@ -279,6 +280,23 @@ def gate_run(
     }
     _write_json(tp.manifest, manifest)
     return result
+
+
+def _refine_base(tp: TaxonomyPaths, round_: int, current: Taxonomy) -> Taxonomy:
+    """The version a round's refinement starts from.
+
+    A rerun of a round starts from the version its earlier record refined (so it rewrites the
+    same bytes); otherwise, and when that version file no longer matches, ``current``.
+    """
+    record, _ = refine_paths(tp, round_)
+    if not record.exists():
+        return current
+    base = json.loads(record.read_text("utf-8")).get("base") or {}
+    path = tp.version(int(base.get("version_n") or 0)) if base.get("version_n") else None
+    if path is None or not path.exists():
+        return current
+    tax = load_taxonomy(path, verify_fingerprint=False)
+    return tax if tax.fingerprint == base.get("fingerprint") else current
 
 
 def refine_run(
@@ -321,7 +339,7 @@ def refine_run(
     if cfg.when == "off":
         return refine(current, [], cfg)
     r, _ = trace_source(store, round_)
-    base = refine_base(tp, r, current)
+    base = _refine_base(tp, r, current)
     traces = run_traces(store, r, seed=cfg.seed, source=source)
     write_traces(traces, tp.traces(f"refine_r{r}"))
     trigger = f"refine round {r}"
@@ -338,14 +356,15 @@ def refine_run(
         result = _with_client(store, llm, go)
     else:
         result = refine(base, traces, cfg, trigger=trigger)
-    for rnd in result.rounds:
-        _write_json(tp.agreement_round(rnd["fingerprint"][7:19], rnd["round"]), rnd)
+    if result.accepted:  # first: a pinned version refuses before anything moves
+        write_version(tp, result.current)
+    for rnd in result.rounds:  # marked, so readers can tell them from the first gate's rounds
+        path = tp.agreement_round(rnd["fingerprint"][7:19], rnd["round"])
+        _write_json(path, {**rnd, "stage": "refine", "refine_round": r})
     kept = [e for e in read_lineage(tp.lineage) if e.version_n <= base.version_n]
     if tp.lineage.exists():
         tp.lineage.unlink()
     append_lineage(tp.lineage, kept + (result.lineage if result.accepted else []))
-    if result.accepted:
-        write_version(tp, result.current)
     save_taxonomy(result.current, tp.taxonomy)
     record_path, proposal_path = refine_paths(tp, r)
     _write_json(record_path, result.record(trigger))
