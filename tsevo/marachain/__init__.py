@@ -12,6 +12,10 @@ engine, which sits above this package and will call it after a group's direct at
   :class:`ChainNode` record.
 * :mod:`~tsevo.marachain.ledger`: the one append-only ledger every chain spend goes through.
 * :mod:`~tsevo.marachain.history`: the per-question score history and changelog a step sees.
+* :mod:`~tsevo.marachain.genome`, :mod:`~tsevo.marachain.moves`, :mod:`~tsevo.marachain.step`:
+  the builtin chain's template genomes (fitted on support rows), move families with the
+  categories that order them, and one step's choice of move (the engine's loop is
+  :mod:`tsevo.evolve.chain`).
 """
 
 from .acceptance import (
