@@ -18,9 +18,11 @@ import pytest
 
 from tests.taxonomy_fixtures import add_round, mode_of, planted_parts, rounds_run
 from tsevo.cli import main
+from tsevo.roles.llm import LLMConfig
 from tsevo.store import RunLayout
 from tsevo.taxonomy import Code, Taxonomy, TaxonomyError, load_taxonomy, read_lineage
 from tsevo.taxonomy.induce import fires
+from tsevo.taxonomy.llm_panel import PANEL
 from tsevo.taxonomy.refine import (
     RefineConfig,
     load_pinned,
@@ -32,6 +34,8 @@ from tsevo.taxonomy.refine import (
 )
 from tsevo.taxonomy.runs import gate_run, induce_run, refine_run, run_traces
 from tsevo.taxonomy.traces import trace_id
+from tsevo.testing import FakeOpenAIServer
+from tsevo.testing.taxonomy_responder import TaxonomyResponder
 
 N, SEED = 200, 0
 ROUNDS = (("timeout", "replace"), ("replace", "short"), ("replace", "short", "rlimit"))
@@ -264,3 +268,23 @@ def test_refine_requires_a_gated_taxonomy(tmp_path):
     with pytest.raises(FileNotFoundError, match="gate first"):
         refine_run(run)
     assert not Path(RunLayout(run).taxonomy.dir / "refine").exists()
+
+
+def test_llm_panel_gates_a_refinement_and_a_cached_rerun_asks_nothing(flow, tmp_path):
+    """The edits are mined builtin; the gate may be the four LLM annotators (scripted server)."""
+    run = tmp_path / "run"
+    shutil.copytree(flow.spare, run)
+    lay = RunLayout(run)
+    with FakeOpenAIServer(TaxonomyResponder()) as srv:
+        cfg = LLMConfig(base_url=srv.base_url, model="scripted", backoff_base_s=0.01, timeout_s=5.0)
+        res = refine_run(run, round_=2, backend="llm", llm=cfg)
+        asked = srv.chat_requests()
+        first = _files(lay)
+        again = refine_run(run, round_=2, backend="llm", llm=cfg)
+        assert srv.n_chat == len(asked)  # the run's response cache answered every request
+    assert asked and all("You are annotator" in json.dumps(b) for b in asked)
+    assert res.proposal is not None and res.decision in ("accepted", "rejected")
+    assert res.rounds[0]["fingerprint"] == res.proposal.fingerprint
+    assert again.decision == res.decision and _files(lay) == first
+    man = json.loads(lay.taxonomy.manifest.read_text("utf-8"))
+    assert man["refine"]["rounds"]["2"]["panel"] == PANEL
