@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,7 +22,7 @@ from tsevo.evolve.chain import rule_variant
 from tsevo.library.primitives import CATALOG
 from tsevo.library.sandbox.gate import check_source
 from tsevo.library.tool import Contract, Guidance, Matcher, Provenance, ReadingRule, Scope, Tool
-from tsevo.marachain import BatchSpec, ChangeEntry, LedgerEntry, NodeScore, ScoreHistory, Spend
+from tsevo.marachain import Bar, BatchSpec, ChangeEntry, LedgerEntry, NodeScore, ScoreHistory, Spend
 from tsevo.marachain.moves import (
     Genome,
     blame_order,
@@ -42,6 +43,7 @@ from tsevo.marachain.moves import (
     spec_moves,
     with_rule,
 )
+from tsevo.marachain.step import Parent, artifact_key, choose_move
 from tsevo.roles.builtin.composite import Branch
 from tsevo.roles.builtin.measure import Spec, SpecCache, spec_source
 from tsevo.roles.builtin.specs import enumerate_specs
@@ -346,3 +348,49 @@ def test_ledger_entries_carry_the_move_and_keep_old_bytes() -> None:
     assert (d["category"], d["label"]) == ("B", "builtin chain: window: h=8")
     assert LedgerEntry.from_dict(d) == moved
     assert LedgerEntry.from_dict(plain.to_dict()) == plain
+
+
+class _NoIdea:
+    def synthesize(self, *args: object) -> None:
+        return None
+
+
+def test_a_step_never_repeats_an_artifact_and_reaches_exhausted() -> None:
+    """Design §8.11: seen artifacts are skipped (no rollout) and two changes without gain
+    exhaust a family, so a chain that never gains ends with no move left."""
+    ex = list(_trend_examples())
+    m = Matcher({"series": 1.0, "between": 0.5}, 0.5)
+    scope = Scope(tasks=("synthetic/trend",), arity="single", options_kind="label", matcher=m)
+    t = _tool(Spec("trend", "window2"), "slope", _label_rule("slope"), scope)
+    g = genome_of(t, [], [])
+    assert g is not None
+    score = _score([], [], {"h1": "K", "h2": "O", "h3": "K", "h4": "R"})
+    par = Parent(t, score, g, {})
+    inp = SimpleNamespace(
+        examples=ex, tries=[], synthesizer=_NoIdea(), group=SimpleNamespace(cards=()), held_qs=[]
+    )
+    history = ScoreHistory.start(BATCH).extend(t.id, score)
+    seen = {artifact_key(t)}
+    record: list[tuple[str, int]] = []
+    tried: list[str] = []
+    for _ in range(40):
+        move, lead, _cats, order = choose_move(par, Bar(), inp, tried, seen, history, record, {})
+        if move is None:
+            break
+        assert artifact_key(move.draft) not in seen
+        assert move.draft.kind == t.kind and move.draft.contract.signature == t.contract.signature
+        assert move.axis in order and lead in ("A", "I", "B")
+        seen.add(artifact_key(move.draft))
+        record.append((move.axis, 0))
+    else:
+        raise AssertionError("the chain never ran out of moves")
+    families = [f for f, _ in record]
+    assert {"primitive", "scope", "reading_rule"} <= set(families)
+    assert all(families.count(f) <= 2 for f in set(families))  # F after two changes
+    # a seen artifact is never offered again: the first move, marked seen, is skipped
+    first, *_ = choose_move(par, Bar(), inp, [], {artifact_key(t)}, history, [], {})
+    assert first is not None
+    again, *_ = choose_move(
+        par, Bar(), inp, [], {artifact_key(t), artifact_key(first.draft)}, history, [], {}
+    )
+    assert again is not None and artifact_key(again.draft) != artifact_key(first.draft)
