@@ -119,6 +119,14 @@ def mode_of(i: int, seed: int, rate: float = 0.15) -> str | None:
     return MODES[k] if k < 4 else None
 
 
+def active_mode(i: int, seed: int, modes: tuple[str, ...]) -> str | None:
+    """The mode failing question ``i`` in a round whose active modes are ``modes``."""
+    mode = mode_of(i, seed)
+    if mode in modes:
+        return mode
+    return "short" if i % 7 == 0 and "short" in modes else None
+
+
 def round_records(
     questions: dict[str, Question], modes: tuple[str, ...], seed: int, background: float
 ) -> dict[str, AnswerRecord]:
@@ -135,9 +143,7 @@ def round_records(
     for i, qid in enumerate(sorted(questions)):
         q = questions[qid]
         gold = int(q.gold or 0)
-        mode = mode_of(i, seed)
-        if mode not in modes:
-            mode = "short" if i % 7 == 0 and "short" in modes else None
+        mode = active_mode(i, seed, modes)
         hit = _u("mode-fail", seed, i) < 0.9
         base = answer = gold if not hit else (gold + 1) % 3
         if mode == "timeout":

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.taxonomy_fixtures import add_round, mode_of, planted_parts, rounds_run
+from tests.taxonomy_fixtures import active_mode, add_round, planted_parts, rounds_run
 from tsevo.cli import main
 from tsevo.roles.llm import LLMConfig
 from tsevo.store import RunLayout
@@ -57,10 +57,7 @@ def _modes(round_: int, modes: tuple[str, ...]) -> dict[str, str | None]:
     for i, qid in enumerate(sorted(questions)):
         if splits[qid] != "train":
             continue
-        mode = mode_of(i, SEED)
-        if mode not in modes:
-            mode = "short" if i % 7 == 0 and "short" in modes else None
-        out[trace_id(questions[qid].fingerprint, round_, "train", "")] = mode
+        out[trace_id(questions[qid].fingerprint, round_, "train", "")] = active_mode(i, SEED, modes)
     return out
 
 
