@@ -1,4 +1,4 @@
-"""A run's taxonomy on disk: its traces from a round's base pass, induce and gate artifacts.
+"""A run's taxonomy on disk: its traces from a round's base pass, induce, gate and refine artifacts.
 
 Every path comes from :class:`~tsevo.store.RunLayout` (``layout.taxonomy``); JSON is written with
 sorted keys and no timestamps, so reruns are byte-identical.
