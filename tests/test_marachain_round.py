@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,10 +30,6 @@ from tsevo.library.tool import ReadingRule
 from tsevo.marachain import Caps, ChainLedger, MaraConfig, Spend, parse_node_id
 from tsevo.marachain.moves import CATEGORIES, FAMILIES
 from tsevo.store import RunLayout
-
-from .round_fixtures import run_inprocess
-
-CHAIN_SEED = 5
 
 
 class _Inner:
@@ -86,9 +83,12 @@ def test_ledger_counts_earlier_rounds_against_the_run_caps() -> None:
 
 
 @pytest.mark.slow
-def test_builtin_chain_runs_where_direct_attempts_miss_the_bar() -> None:
-    run = run_inprocess("chain_d3", CHAIN_SEED, marachain=MaraConfig(depth=3, start="last"))
-    layout = RunLayout(run.path)
+def test_builtin_chain_runs_where_direct_attempts_miss_the_bar(
+    chain_run: Path, tiny_run: Path
+) -> None:
+    # the shared runs: tiny preset, seed 5, one round from the empty root; chains depth 3 from
+    # the last rejected attempt (MaraChainsConfig) and the same round with chains off
+    layout = RunLayout(chain_run)
     saved = json.loads(layout.config.read_text())
     assert saved["protocol"]["marachain"]["depth"] == 3
     assert saved["protocol"]["marachain"]["start"] == "last"
@@ -139,26 +139,25 @@ def test_builtin_chain_runs_where_direct_attempts_miss_the_bar() -> None:
     assert total.steps <= MaraConfig().max_steps_round
 
     # frames: one row per node (v0 as step 0), per node and batch question, chain funnel rows
-    nodes = chain_nodes_df(run.path)
+    nodes = chain_nodes_df(chain_run)
     assert list(nodes.columns) == CHAIN_NODES_COLUMNS
     assert len(nodes) == sum(len(g["chain"]["nodes"]) + 1 for g in chained)
     assert set(nodes.loc[nodes.step == 0, "node_id"]) == {
         g["chain"]["v0"]["node_id"] for g in chained
     }
-    scores = chain_scores_df(run.path)
+    scores = chain_scores_df(chain_run)
     assert list(scores.columns) == CHAIN_SCORES_COLUMNS
     batch = chained[0]["chain"]["batch"]
     first = scores[scores.chain_id == chained[0]["chain"]["chain_id"]]
     assert first.groupby("node_id").size().eq(batch["n_held_out"] + batch["n_probe"]).all()
     assert ((first.part == "H") | (first.credited <= first.raw)).all()
-    funnel = funnel_df(run.path).set_index("step")["count"]
+    funnel = funnel_df(chain_run).set_index("step")["count"]
     assert funnel["chain_groups"] == len(chained)
     assert funnel["chain_nodes"] == sum(len(g["chain"]["nodes"]) for g in chained)
 
     # chain-off, same seed: every group without a chain and every direct attempt is unchanged
-    off = run_inprocess("chain_off", CHAIN_SEED)
-    off_paths = RunLayout(off.path).round(1)
-    assert "marachain" not in json.loads(RunLayout(off.path).config.read_text())["protocol"]
+    off_paths = RunLayout(tiny_run).round(1)
+    assert "marachain" not in json.loads(RunLayout(tiny_run).config.read_text())["protocol"]
     assert off_paths.prefilter.read_bytes() == paths.prefilter.read_bytes()
     assert not off_paths.chains.exists()
     before = {g["group_id"]: g for g in json.loads(off_paths.synthesis.read_text())}
@@ -167,5 +166,5 @@ def test_builtin_chain_runs_where_direct_attempts_miss_the_bar() -> None:
             assert g == before[g["group_id"]]
         else:
             assert g["attempts"] == before[g["group_id"]]["attempts"]
-    assert chain_nodes_df(off.path).empty and chain_scores_df(off.path).empty
-    assert not funnel_df(off.path)["step"].isin(CHAIN_FUNNEL_ORDER).any()
+    assert chain_nodes_df(tiny_run).empty and chain_scores_df(tiny_run).empty
+    assert not funnel_df(tiny_run)["step"].isin(CHAIN_FUNNEL_ORDER).any()

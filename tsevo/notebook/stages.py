@@ -88,6 +88,8 @@ class MaraChainsConfig(NotebookConfig):
     """Chain steps after v0 (0: chains off, the shared run; the view then says so)."""
     acceptance: str = "paper"
     """Acceptance variant: paper (a node clears the prefilter bar) | code (beats the root's sum)."""
+    start: str = "last"
+    """Which rejected attempt a chain starts from: last (the Mara paper's) | best (the strongest)."""
     round: int = 1
     """Round whose chains are shown."""
 
@@ -97,14 +99,18 @@ class MaraChainsConfig(NotebookConfig):
 
     def protocol(self) -> ProtocolConfig:
         """The stage protocol with Mara chains of ``depth`` steps under ``acceptance``."""
-        mara = MaraConfig(depth=self.depth, acceptance=self.acceptance)
+        mara = MaraConfig(depth=self.depth, acceptance=self.acceptance, start=self.start)
         return replace(super().protocol(), marachain=mara)
 
     def variant(self) -> str:
-        """``marachain-d<depth>`` (``-code`` for that variant) unless chains are off."""
+        """``marachain-d<depth>`` (``-best``, ``-code`` for those variants) unless chains are off."""
         if self.depth == 0:
             return ""
-        return f"marachain-d{self.depth}" + ("-code" if self.acceptance == "code" else "")
+        return (
+            f"marachain-d{self.depth}"
+            + ("-best" if self.start == "best" else "")
+            + ("-code" if self.acceptance == "code" else "")
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
