@@ -24,6 +24,7 @@ from tsevo.analysis import (
     chain_scores_df,
     funnel_df,
 )
+from tsevo.analysis.chain_arms import ADMISSION_KEYS, group_admissions
 from tsevo.data import Question
 from tsevo.evolve.chain import ChainSplitError, TrainOnlyEvaluator, rule_variant
 from tsevo.library.tool import ReadingRule
@@ -168,3 +169,25 @@ def test_builtin_chain_runs_where_direct_attempts_miss_the_bar(
             assert g["attempts"] == before[g["group_id"]]["attempts"]
     assert chain_nodes_df(tiny_run).empty and chain_scores_df(tiny_run).empty
     assert not funnel_df(tiny_run)["step"].isin(CHAIN_FUNNEL_ORDER).any()
+
+
+@pytest.mark.slow
+def test_group_admissions_count_what_the_gate_admitted(chain_run: Path, tiny_run: Path) -> None:
+    on, off = group_admissions(chain_run), group_admissions(tiny_run)
+    assert set(on) == set(ADMISSION_KEYS) == set(off)
+    assert on["status"] == off["status"] == "accepted"
+    # the chain rescues g3 (its node survives the prefilter and the gate admits it) ...
+    assert "g3" in on["chain_admitted"] and "g3" in on["admitted"] and "g3" not in off["admitted"]
+    assert set(off["admitted"]) < set(on["admitted"])
+    assert on["chained"] >= 1 and off["chained"] == 0 and off["chain_steps"] == 0
+    # ... by the same direct attempts as chains off, within the analytic bound
+    assert on["attempts"] == off["attempts"] and on["groups"] == off["groups"]
+    assert 0 < on["chain_steps"] <= on["chain_steps_bound"]
+    assert on["chain_rollouts"] <= on["chain_rollouts_bound"]
+    # every admitted group's artifact is in the deployed stage; a survivor of a rejected round is not
+    stage = RunLayout(chain_run).round(1).library / "stage_1" / "stage.json"
+    deployed = {t["id"] for t in json.loads(stage.read_text())["tools"]}
+    synthesis = json.loads(RunLayout(chain_run).round(1).synthesis.read_text())
+    survivor = {g["group_id"]: g["survivor"] for g in synthesis if g.get("survivor")}
+    assert all(survivor[g] in deployed for g in on["admitted"])
+    assert on["survivors"] == len(survivor)
