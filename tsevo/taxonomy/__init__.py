@@ -17,13 +17,21 @@ foundation:
   :mod:`.agreement`).
 
 * the builtin, offline path (import the modules; this package's namespace stays light):
-  train answer traces in AdaMAST's canonical JSONL with a feature registry (:mod:`.traces`),
-  induction by support, lift, Fisher + Benjamini-Hochberg (:mod:`.induce`), the four-reader
-  agreement gate (:mod:`.gate`), a run's artifacts under ``taxonomy/`` (:mod:`.runs`) and
-  ``tsevo taxonomy induce|gate|show`` (:mod:`.command`).
+  train traces in AdaMAST's canonical JSONL with a feature registry (:mod:`.traces`) from a
+  round's base pass and, opt-in, its train-side evolution arms (:mod:`.sources`), induction by
+  support, lift, Fisher + Benjamini-Hochberg (:mod:`.induce`), the four-reader agreement gate
+  (:mod:`.gate`), gated refinement after later rounds with pinned versions (:mod:`.refine`), a
+  run's artifacts under ``taxonomy/`` (:mod:`.runs`) and ``tsevo taxonomy
+  induce|gate|refine|show`` (:mod:`.command`);
+* the LLM path: induction in 8 steps with strict JSON contracts (:mod:`.llm_induce`,
+  :mod:`.llm_consolidate`, shared pieces in :mod:`.llm`, prompts in ``prompts/``) and four LLM
+  annotators for the gate (:mod:`.llm_panel`);
+* consumers: ``ProtocolConfig.taxonomy`` (:class:`~.config.TaxonomyConfig`: a pinned taxonomy,
+  off by default) and the judge behind ``answer.selection = "judge"`` (:mod:`.judge`).
 
 The package sits below :mod:`tsevo.evolve` and above :mod:`tsevo.agent` (DESIGN.md §3); of tsevo
-it imports :mod:`tsevo.agent`, :mod:`tsevo.data`, :mod:`tsevo.store`, :mod:`tsevo.hashing` and
+it imports :mod:`tsevo.agent`, :mod:`tsevo.roles` (the LLM client and the selection protocol),
+:mod:`tsevo.data`, :mod:`tsevo.store`, :mod:`tsevo.hashing`, :mod:`tsevo.knobs` and
 :mod:`tsevo.fileio`.
 
 Example:
