@@ -21,6 +21,7 @@ from tsevo.library.library import Library
 from tsevo.library.sandbox import SandboxError
 from tsevo.library.sandbox.limits import ALLOW_ENV
 from tsevo.roles import RoleSet, RunStopped
+from tsevo.roles.llm.cliargs import add_llm_arguments, role_configs_from_args
 from tsevo.roles.llm.config import RoleConfigs
 from tsevo.store import RunFolderBusy, RunLayout
 from tsevo.studies.command import (
@@ -135,34 +136,6 @@ def _load_suite_arg(spec: str, seed: int) -> tuple[Suite, str]:
     return suite, spec
 
 
-def _llm_configs(args: argparse.Namespace) -> RoleConfigs:
-    """Role configs from the LLM flags (file < environment < flags; the key from the environment)."""
-    budget = {
-        k: v
-        for k, v in {
-            "max_calls": args.budget_calls,
-            "max_tokens": args.budget_tokens,
-            "max_wall_s": args.budget_wall_s,
-        }.items()
-        if v is not None
-    }
-    return RoleConfigs.load(
-        args.llm_config,
-        base_url=args.base_url,
-        model=args.model,
-        temperature=args.temperature,
-        max_tokens=args.max_tokens,
-        timeout_s=args.timeout,
-        concurrency=args.concurrency,
-        reasoning_effort=args.reasoning_effort,
-        cache_mode=args.cache_mode,
-        cache_path=str(args.cache_path) if getattr(args, "cache_path", None) else None,
-        max_prompt_tokens=args.max_prompt_tokens,
-        json_mode=args.json_mode,
-        budget=budget or None,
-    )
-
-
 def _cmd_evolve(args: argparse.Namespace) -> int:
     suite, ref = _load_suite_arg(args.suite, args.seed)
     params = {"rounds": args.rounds, "seed": args.seed, "root": args.root}
@@ -184,7 +157,7 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
         cfg = cfg.replace(answer=paper_baseline(args.baseline))
     if args.backend == "llm":
         roles = RoleSet.llm(
-            _llm_configs(args), run_dir=args.out, max_attempts=cfg.max_synthesis_attempts
+            role_configs_from_args(args), run_dir=args.out, max_attempts=cfg.max_synthesis_attempts
         )
     else:
         roles = RoleSet.builtin()
@@ -207,7 +180,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     library = Library.load(args.library)
     split = None if args.split == "all" else args.split
     if args.backend == "llm":
-        configs = _llm_configs(args)
+        configs = role_configs_from_args(args)
         if args.cache_path is None and args.cache_mode != "off":
             # the cache of the run the library came from (replay works offline)
             d = configs.default.replace(cache_path=str(_sibling_cache(args.library)))
@@ -264,38 +237,6 @@ def eval_text(res: Mapping[str, Any]) -> str:
         f"answers replaced on {res['replaced']}"
     )
     return "\n".join(lines)
-
-
-def _add_llm_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group(
-        "LLM backend (--backend llm; also TSEVO_LLM_* variables and a config file; "
-        "the API key only from TSEVO_LLM_API_KEY or OPENAI_API_KEY)"
-    )
-    g.add_argument("--base-url", help="OpenAI-compatible endpoint incl. /v1")
-    g.add_argument("--model", help="model id as the server names it")
-    g.add_argument("--llm-config", type=Path, help="LLM config file (TOML or JSON)")
-    g.add_argument("--temperature", type=float)
-    g.add_argument("--max-tokens", type=int, help="completion tokens per call")
-    g.add_argument("--max-prompt-tokens", type=int, help="estimated prompt-token limit per call")
-    g.add_argument("--timeout", type=float, help="seconds per request")
-    g.add_argument("--concurrency", type=int, help="requests in flight at once")
-    g.add_argument("--reasoning-effort", choices=["low", "medium", "high"])
-    g.add_argument(
-        "--json-mode",
-        choices=["auto", "json_schema", "json_object_schema", "json_object", "prompt"],
-        help="response_format support (auto: detected by probing)",
-    )
-    g.add_argument(
-        "--cache-mode",
-        choices=["read_write", "replay", "off"],
-        help="read_write (default), replay (offline, fails on an unseen request) or off",
-    )
-    g.add_argument(
-        "--cache-path", type=Path, help="response cache file (default: in the run folder)"
-    )
-    g.add_argument("--budget-calls", type=int, help="stop after this many LLM requests")
-    g.add_argument("--budget-tokens", type=int, help="stop after this many tokens")
-    g.add_argument("--budget-wall-s", type=float, help="stop after this many seconds")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -375,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, required=True, help="run folder (rerun the same command to resume)"
     )
     ev.add_argument("--quiet", action="store_true", help="no progress bars")
-    _add_llm_flags(ev)
+    add_llm_arguments(ev)
     ev.set_defaults(func=_cmd_evolve)
 
     evl = sub.add_parser(
@@ -393,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     evl.add_argument("--backend", choices=["builtin", "llm"], default="builtin")
     evl.add_argument("--seed", type=int, default=0)
     evl.add_argument("--json", action="store_true", help="print the result as JSON")
-    _add_llm_flags(evl)
+    add_llm_arguments(evl)
     evl.set_defaults(func=_cmd_eval)
 
     rep = sub.add_parser("report", help="reprint a run's summary from its store")

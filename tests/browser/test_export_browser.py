@@ -11,49 +11,21 @@ it outside the temporary folder). Skipped unless ``TSEVO_BROWSER=1``.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.browser.chromium_env import CHROMIUM, FLAGS, skip_reason
 from tsevo import notebook as nb
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("TSEVO_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-    "--allow-file-access-from-files",
-]
-
-
-def _skip_reason() -> str | None:
-    if os.environ.get("TSEVO_BROWSER") != "1":
-        return "opt-in browser tier: set TSEVO_BROWSER=1 (make test-browser)"
-    if not Path(CHROMIUM).exists():
-        return f"chromium not found ({CHROMIUM}); make test-browser installs it"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright not installed; make test-browser installs it"
-    from tsevo.widgets.export import default_assets_dir
-
-    if not (default_assets_dir() / "html-manager" / "dist" / "embed-amd.js").is_file():
-        return "widget assets missing; run .ci/fetch_widget_assets.sh"
-    return None
-
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    reason = _skip_reason()
+    reason = skip_reason()
     if reason:
         pytest.skip(reason)
     from tsevo.widgets import export_html

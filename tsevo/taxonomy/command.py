@@ -17,10 +17,10 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from tsevo.roles.llm import LLMClient, RoleConfigs
+from tsevo.roles.llm import LLMClient
+from tsevo.roles.llm.cliargs import add_llm_arguments, role_configs_from_args
 
 from .gate import GateConfig
 from .induce import InduceConfig
@@ -59,34 +59,6 @@ def describe(tax: Taxonomy) -> str:
     return "\n".join(lines)
 
 
-def llm_configs(args: argparse.Namespace) -> RoleConfigs:
-    """Role configs from the LLM flags (file < environment < flags), as ``tsevo evolve`` builds them."""
-    budget = {
-        k: v
-        for k, v in {
-            "max_calls": args.budget_calls,
-            "max_tokens": args.budget_tokens,
-            "max_wall_s": args.budget_wall_s,
-        }.items()
-        if v is not None
-    }
-    return RoleConfigs.load(
-        args.llm_config,
-        base_url=args.base_url,
-        model=args.model,
-        temperature=args.temperature,
-        max_tokens=args.max_tokens,
-        timeout_s=args.timeout,
-        concurrency=args.concurrency,
-        reasoning_effort=args.reasoning_effort,
-        cache_mode=args.cache_mode,
-        cache_path=str(args.cache_path) if args.cache_path else None,
-        max_prompt_tokens=args.max_prompt_tokens,
-        json_mode=args.json_mode,
-        budget=budget or None,
-    )
-
-
 def _accounting(client: LLMClient | None) -> None:
     if client is None:
         return
@@ -99,7 +71,7 @@ def taxonomy_command(args: argparse.Namespace) -> int:
     backend = getattr(args, "backend", "builtin")
     client = None
     if backend == "llm":
-        configs = llm_configs(args)
+        configs = role_configs_from_args(args)
         if not configs.default.model:
             print(
                 "tsevo taxonomy: --backend llm needs a model (--model, TSEVO_LLM_MODEL or "
@@ -236,7 +208,7 @@ def add_taxonomy_parser(sub: Any) -> None:
     sh.add_argument("--json", action="store_true", help="print taxonomy.json")
     for p in (ind, gt, rf):
         p.add_argument("--backend", choices=BACKENDS, default="builtin")
-        _add_llm_flags(p)
+        add_llm_arguments(p, "the run's llm_cache.sqlite")
     for p in (ind, gt, rf, sh):
         p.set_defaults(func=taxonomy_command)
 
@@ -246,36 +218,3 @@ def _four_models(text: str) -> list[str]:
     if len(models) != 4:
         raise argparse.ArgumentTypeError("name four models (alpha,beta,gamma,delta)")
     return models
-
-
-def _add_llm_flags(p: argparse.ArgumentParser) -> None:
-    """The LLM flags of ``tsevo evolve`` (same names, same meaning)."""
-    g = p.add_argument_group(
-        "LLM backend (--backend llm; also TSEVO_LLM_* variables and a config file; "
-        "the API key only from TSEVO_LLM_API_KEY or OPENAI_API_KEY)"
-    )
-    g.add_argument("--base-url", help="OpenAI-compatible endpoint incl. /v1")
-    g.add_argument("--model", help="model id as the server names it")
-    g.add_argument("--llm-config", type=Path, help="LLM config file (TOML or JSON)")
-    g.add_argument("--temperature", type=float)
-    g.add_argument("--max-tokens", type=int, help="completion tokens per call")
-    g.add_argument("--max-prompt-tokens", type=int, help="estimated prompt-token limit per call")
-    g.add_argument("--timeout", type=float, help="seconds per request")
-    g.add_argument("--concurrency", type=int, help="requests in flight at once")
-    g.add_argument("--reasoning-effort", choices=["low", "medium", "high"])
-    g.add_argument(
-        "--json-mode",
-        choices=["auto", "json_schema", "json_object_schema", "json_object", "prompt"],
-        help="response_format support (auto: detected by probing)",
-    )
-    g.add_argument(
-        "--cache-mode",
-        choices=["read_write", "replay", "off"],
-        help="read_write (default), replay (offline, fails on an unseen request) or off",
-    )
-    g.add_argument(
-        "--cache-path", type=Path, help="response cache file (default: the run's llm_cache.sqlite)"
-    )
-    g.add_argument("--budget-calls", type=int, help="stop after this many LLM requests")
-    g.add_argument("--budget-tokens", type=int, help="stop after this many tokens")
-    g.add_argument("--budget-wall-s", type=float, help="stop after this many seconds")
