@@ -10,7 +10,8 @@ the group's batch per step).
 The arms the study compares differ only in synthesis: discard (K direct attempts, chains off),
 chain (K attempts, then a chain of depth d) and discard with the same number of attempts (K + d
 attempts, chains off). A group counts as *admitted* only when the gate admits its artifact, not
-merely when the prefilter passes it.
+merely when the prefilter passes it; when the gate rejects the whole library and pruning admits a
+part of it, only the groups whose artifacts the pruned library keeps count.
 """
 
 from __future__ import annotations
@@ -50,25 +51,25 @@ def group_admissions(run: Run, round_: int = 1) -> dict[str, Any]:
     """Per-round counts of the work groups' fate (see the module docstring).
 
     Returns:
-        ``round``; ``status`` (the gate's verdict: accepted or rejected); ``groups``; ``survivors``
-        (groups with an artifact past the prefilter); ``admitted`` (groups whose artifact the gate
-        admitted, sorted ids); ``chained`` (groups where a chain ran); ``chain_survivors`` /
+        ``round``; ``status`` (the round's verdict: accepted, possibly after pruning, or
+        rejected); ``groups``; ``survivors`` (groups with an artifact past the prefilter);
+        ``admitted`` (groups whose artifact is in the library the round deployed, sorted ids); ``chained`` (groups where a chain ran); ``chain_survivors`` /
         ``chain_admitted`` (groups whose surviving / admitted artifact is a chain node);
         ``attempts`` (direct attempts, all groups); ``chain_steps``, ``chain_rollouts``,
         ``chain_calls`` (the ledger's spend); ``chain_steps_bound``, ``chain_rollouts_bound``
         (the analytic bounds the chains recorded, summed).
 
     Raises:
-        FileNotFoundError: When the round has no synthesis or gate record.
+        FileNotFoundError: When the round has not finished (no synthesis or ``round.json``).
     """
     store = open_run(run)
     paths = store.layout.round(round_)
-    for p in (paths.synthesis, paths.gate):
+    for p in (paths.synthesis, paths.summary):
         if not p.exists():
-            raise FileNotFoundError(f"{p}: round {round_} has not finished synthesis and gate")
+            raise FileNotFoundError(f"{p}: round {round_} has not finished")
     synthesis: list[dict[str, Any]] = store.read_json(paths.synthesis)
-    gate: dict[str, Any] = store.read_json(paths.gate)
-    passed = bool(gate.get("passed"))
+    # the round's verdict, not the first gate's: a rejected library may be pruned and admitted
+    passed = store.read_json(paths.summary).get("status") == "accepted"
     deployed: set[str] = set()
     stage = paths.library / f"stage_{round_}" / "stage.json"
     if passed and stage.exists():
