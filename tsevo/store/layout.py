@@ -12,7 +12,8 @@ Layout (DESIGN.md §3)::
       llm/config.json  llm/accounting.json   LLM role configs and accounting (LLM backend only)
       llm_cache.sqlite                    the LLM response cache (LLM backend only)
       notebook_metrics/<name>.json        small metrics a notebook records
-      taxonomy/                           failure taxonomy, traces, drafts, agreement (:class:`TaxonomyPaths`)
+      taxonomy/                           failure taxonomy: traces, drafts, agreement, versions, refinement, pins
+                                          (:class:`TaxonomyPaths`)
       run.lock                            the writers' advisory lock (holder's PID; :class:`RunLock`)
 
 Package code names a run's files only through :class:`RunLayout` and :class:`RoundPaths`; no other
@@ -223,6 +224,19 @@ class TaxonomyPaths:
     def agreement_round(self, fp12: str, k: int) -> Path:
         """One gate round's labels and figures."""
         return self.agreement_dir / _safe(fp12, "fingerprint") / f"round_{int(k)}.json"
+
+    @property
+    def pins(self) -> Path:
+        """Consumer name -> the fingerprint and version it pinned: ``pins.json``."""
+        return self.dir / "pins.json"
+
+    def refine_record(self, r: int) -> Path:
+        """Round ``r``'s refinement record: ``refine/round_<r>.json``."""
+        return self.dir / "refine" / f"round_{int(r)}.json"
+
+    def refine_proposal(self, r: int) -> Path:
+        """Round ``r``'s proposed edits: ``refine/round_<r>.proposal.json``."""
+        return self.dir / "refine" / f"round_{int(r)}.proposal.json"
 
     def version(self, n: int) -> Path:
         """A saved version."""

@@ -414,13 +414,12 @@ def _store(run: str | Path | RunStore) -> RunStore:
 
 def refine_paths(tp: TaxonomyPaths, round_: int) -> tuple[Path, Path]:
     """A round's refinement record and its proposal file (``refine/round_<r>[.proposal].json``)."""
-    d = tp.dir / "refine"
-    return d / f"round_{int(round_)}.json", d / f"round_{int(round_)}.proposal.json"
+    return tp.refine_record(round_), tp.refine_proposal(round_)
 
 
 def pins_path(tp: TaxonomyPaths) -> Path:
     """``taxonomy/pins.json``: consumer name -> the fingerprint and version it pinned."""
-    return tp.dir / "pins.json"
+    return tp.pins
 
 
 def read_pins(run: str | Path | RunStore | TaxonomyPaths) -> dict[str, dict[str, Any]]:
