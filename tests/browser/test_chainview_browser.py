@@ -16,14 +16,13 @@ unless ``TSEVO_BROWSER=1``.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.browser.chromium_env import CHROMIUM, FLAGS, skip_reason
+from tests.browser.chromium_env import offline_page, skip_reason
 from tsevo import notebook as nb
 
 pytestmark = pytest.mark.browser
@@ -56,8 +55,6 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_static_chainview_renders_offline_and_links_work(
     exported: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    from playwright.sync_api import sync_playwright
-
     from tsevo.analysis import chain_scores_df
     from tsevo.analysis.marachain import chain_lineage_df
 
@@ -67,63 +64,42 @@ def test_static_chainview_renders_offline_and_links_work(
     assert len(lineage) and len(scores), "the seed-5 depth-3 run has a chain"
     shots = Path(os.environ.get("TSEVO_SCREENSHOT_DIR") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
-    env_home = Path(tempfile.mkdtemp(prefix="chromium-home-"))
-    os.environ.setdefault("XDG_CONFIG_HOME", str(env_home / "config"))
-    os.environ.setdefault("XDG_CACHE_HOME", str(env_home / "cache"))
     t0 = time.perf_counter()
-    errors: list[str] = []
-    requests: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.on("pageerror", lambda e: errors.append(str(e)))
-
-            def route(r):  # type: ignore[no-untyped-def]
-                requests.append(r.request.url)
-                if r.request.url.startswith("file://"):
-                    r.continue_()
-                else:
-                    r.abort()
-
-            page.route("**/*", route)
-            page.goto(page_path.resolve().as_uri())
-            page.wait_for_selector(".tsevo-chain-lineage", timeout=20000)
-            assert page.locator(".lm-TabBar-tabLabel").all_inner_texts() == ["chains"]
-            tree = page.locator(".tsevo-chain-lineage").first.inner_text()
-            assert all(str(n) in tree for n in lineage["node_id"])
-            grid = page.locator(".tsevo-chain-grid").first
-            assert grid.is_visible()
-            n_q = scores["qid"].nunique()
-            assert grid.locator("tbody tr").count() == n_q
-            assert grid.locator("td[data-cell]").count() == len(scores)
-            # selects in page order: the chain dropdown, the cell list, the node list
-            selects = page.locator("select")
-            assert selects.count() == 3
-            cells = [o.replace("\xa0", " ") for o in _options(selects.nth(1))]
-            assert len(cells) == len(scores)
-            last_q, last_node = cells[-1].split(" × ")
-            selects.nth(1).select_option(index=len(cells) - 1)
-            page.wait_for_function(
-                "([q, n]) => [...document.querySelectorAll('.widget-html-content')]"
-                ".some(e => e.offsetParent !== null && e.innerText.includes(q)"
-                " && e.innerText.includes(n) && e.innerText.includes('batch part'))",
-                arg=[last_q, last_node],
-                timeout=10000,
-            )
-            page.screenshot(path=str(shots / "chainview_record.png"), full_page=True)
-            nodes = [o.replace("\xa0", " ") for o in _options(selects.nth(2))]
-            step = next(i for i, o in enumerate(nodes) if "└" in o)
-            selects.nth(2).select_option(index=step)
-            page.wait_for_function(
-                "() => [...document.querySelectorAll('.widget-html-content')]"
-                ".some(e => e.offsetParent !== null && e.innerText.includes('against its parent'))",
-                timeout=10000,
-            )
-            shot = shots / "chainview_diff.png"
-            page.screenshot(path=str(shot), full_page=True)
-        finally:
-            browser.close()
+    with offline_page(page_path, 1400, 1000) as (page, errors, requests):
+        page.wait_for_selector(".tsevo-chain-lineage", timeout=20000)
+        assert page.locator(".lm-TabBar-tabLabel").all_inner_texts() == ["chains"]
+        tree = page.locator(".tsevo-chain-lineage").first.inner_text()
+        assert all(str(n) in tree for n in lineage["node_id"])
+        grid = page.locator(".tsevo-chain-grid").first
+        assert grid.is_visible()
+        n_q = scores["qid"].nunique()
+        assert grid.locator("tbody tr").count() == n_q
+        assert grid.locator("td[data-cell]").count() == len(scores)
+        # selects in page order: the chain dropdown, the cell list, the node list
+        selects = page.locator("select")
+        assert selects.count() == 3
+        cells = [o.replace("\xa0", " ") for o in _options(selects.nth(1))]
+        assert len(cells) == len(scores)
+        last_q, last_node = cells[-1].split(" × ")
+        selects.nth(1).select_option(index=len(cells) - 1)
+        page.wait_for_function(
+            "([q, n]) => [...document.querySelectorAll('.widget-html-content')]"
+            ".some(e => e.offsetParent !== null && e.innerText.includes(q)"
+            " && e.innerText.includes(n) && e.innerText.includes('batch part'))",
+            arg=[last_q, last_node],
+            timeout=10000,
+        )
+        page.screenshot(path=str(shots / "chainview_record.png"), full_page=True)
+        nodes = [o.replace("\xa0", " ") for o in _options(selects.nth(2))]
+        step = next(i for i, o in enumerate(nodes) if "└" in o)
+        selects.nth(2).select_option(index=step)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.widget-html-content')]"
+            ".some(e => e.offsetParent !== null && e.innerText.includes('against its parent'))",
+            timeout=10000,
+        )
+        shot = shots / "chainview_diff.png"
+        page.screenshot(path=str(shot), full_page=True)
     elapsed = time.perf_counter() - t0
     assert not errors, errors
     assert not [u for u in requests if not u.startswith("file://")], "page tried the network"

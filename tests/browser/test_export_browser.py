@@ -11,13 +11,12 @@ it outside the temporary folder). Skipped unless ``TSEVO_BROWSER=1``.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.browser.chromium_env import CHROMIUM, FLAGS, skip_reason
+from tests.browser.chromium_env import offline_page, skip_reason
 from tsevo import notebook as nb
 
 pytestmark = pytest.mark.browser
@@ -39,59 +38,36 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_export_renders_offline_and_selection_works(
     exported: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    from playwright.sync_api import sync_playwright
-
     _, page_path = exported
     shots = Path(os.environ.get("TSEVO_SCREENSHOT_DIR") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
-    env_home = Path(tempfile.mkdtemp(prefix="chromium-home-"))
-    os.environ.setdefault("XDG_CONFIG_HOME", str(env_home / "config"))
-    os.environ.setdefault("XDG_CACHE_HOME", str(env_home / "cache"))
     t0 = time.perf_counter()
-    errors: list[str] = []
-    requests: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            page.on("pageerror", lambda e: errors.append(str(e)))
-
-            def route(r):  # type: ignore[no-untyped-def]
-                requests.append(r.request.url)
-                if r.request.url.startswith("file://"):
-                    r.continue_()
-                else:
-                    r.abort()
-
-            page.route("**/*", route)
-            page.goto(page_path.resolve().as_uri())
-            page.wait_for_selector(".widget-tab, .jupyter-widget-tab", timeout=20000)
-            tabs = page.locator(".lm-TabBar-tabLabel").all_inner_texts()
-            assert tabs[:4] == ["flips", "library", "gate", "summary"]
-            select = page.locator("select").first
-            options = [o.replace("\xa0", " ") for o in select.locator("option").all_inner_texts()]
-            assert len(options) == 12
-            first_qid = options[0].split(" · ")[1]
-            second_qid = options[1].split(" · ")[1]
-            visible = page.locator(".widget-html-content:visible")
-            assert first_qid in " ".join(visible.all_inner_texts())
-            select.select_option(index=1)
-            page.wait_for_function(
-                "q => [...document.querySelectorAll('.widget-html-content')]"
-                ".some(e => e.offsetParent !== null && e.innerText.includes(q))",
-                arg=second_qid,
-                timeout=10000,
-            )
-            shown = " ".join(visible.all_inner_texts())
-            assert second_qid in shown and first_qid not in shown.split("tools that ran")[0]
-            assert page.locator("img[src^='data:image/png']:visible").count() >= 1
-            shot = shots / "export_flips.png"
-            page.screenshot(path=str(shot), full_page=True)
-            page.locator(".lm-TabBar-tabLabel", has_text="library").click()
-            page.wait_for_selector("text=deployed library", timeout=10000)
-            page.screenshot(path=str(shots / "export_library.png"), full_page=True)
-        finally:
-            browser.close()
+    with offline_page(page_path, 1200, 900) as (page, errors, requests):
+        page.wait_for_selector(".widget-tab, .jupyter-widget-tab", timeout=20000)
+        tabs = page.locator(".lm-TabBar-tabLabel").all_inner_texts()
+        assert tabs[:4] == ["flips", "library", "gate", "summary"]
+        select = page.locator("select").first
+        options = [o.replace("\xa0", " ") for o in select.locator("option").all_inner_texts()]
+        assert len(options) == 12
+        first_qid = options[0].split(" · ")[1]
+        second_qid = options[1].split(" · ")[1]
+        visible = page.locator(".widget-html-content:visible")
+        assert first_qid in " ".join(visible.all_inner_texts())
+        select.select_option(index=1)
+        page.wait_for_function(
+            "q => [...document.querySelectorAll('.widget-html-content')]"
+            ".some(e => e.offsetParent !== null && e.innerText.includes(q))",
+            arg=second_qid,
+            timeout=10000,
+        )
+        shown = " ".join(visible.all_inner_texts())
+        assert second_qid in shown and first_qid not in shown.split("tools that ran")[0]
+        assert page.locator("img[src^='data:image/png']:visible").count() >= 1
+        shot = shots / "export_flips.png"
+        page.screenshot(path=str(shot), full_page=True)
+        page.locator(".lm-TabBar-tabLabel", has_text="library").click()
+        page.wait_for_selector("text=deployed library", timeout=10000)
+        page.screenshot(path=str(shots / "export_library.png"), full_page=True)
     elapsed = time.perf_counter() - t0
     assert not errors, errors
     assert not [u for u in requests if not u.startswith("file://")], "page tried the network"

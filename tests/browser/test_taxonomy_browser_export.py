@@ -13,12 +13,11 @@ until ``widgets.export.build_page`` has the ``taxonomy`` tab.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.browser.chromium_env import CHROMIUM, FLAGS, skip_reason
+from tests.browser.chromium_env import offline_page, skip_reason
 from tsevo import notebook as nb
 
 pytestmark = pytest.mark.browser
@@ -75,7 +74,6 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_taxonomy_tab_renders_offline_and_selection_works(
     exported: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    from playwright.sync_api import sync_playwright
     from tsevo.widgets.taxonomy import TaxonomyBrowser, badge_text
 
     run, page_path = exported
@@ -85,52 +83,29 @@ def test_taxonomy_tab_renders_offline_and_selection_works(
     status = badge_text(b.current, b.agreement).split(" · ")[0]
     shots = Path(os.environ.get("TSEVO_SCREENSHOT_DIR") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
-    env_home = Path(tempfile.mkdtemp(prefix="chromium-home-"))
-    os.environ.setdefault("XDG_CONFIG_HOME", str(env_home / "config"))
-    os.environ.setdefault("XDG_CACHE_HOME", str(env_home / "cache"))
-    errors: list[str] = []
-    requests: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1300, "height": 1000})
-            page.on("pageerror", lambda e: errors.append(str(e)))
-
-            def route(r):  # type: ignore[no-untyped-def]
-                requests.append(r.request.url)
-                if r.request.url.startswith("file://"):
-                    r.continue_()
-                else:
-                    r.abort()
-
-            page.route("**/*", route)
-            page.goto(page_path.resolve().as_uri())
-            page.wait_for_selector(".widget-tab, .jupyter-widget-tab", timeout=20000)
-            page.locator(".lm-TabBar-tabLabel", has_text="taxonomy").click()
-            page.wait_for_selector("text=gated by", timeout=10000)
-            visible = " ".join(page.locator(".widget-html-content:visible").all_inner_texts())
-            assert status in visible and "coverage" in visible
-            assert "mean pairwise Cohen κ at area level (cohen_area)" in visible
-            select = page.locator("select:visible").first
-            options = [o.replace("\xa0", " ") for o in select.locator("option").all_inner_texts()]
-            assert [o.split(" · ")[0] for o in options] == [r["code_id"] for r in rows]
-            first, second = (str(r["code_id"]) for r in rows[:2])
-            panel = (
-                "[...document.querySelectorAll('.widget-html-content')]"
-                ".some(e => e.offsetParent !== null && e.innerText.includes(q))"
-            )
-            page.wait_for_function(f"q => {panel}", arg=f"{first} {rows[0]['name']}")
-            select.select_option(index=1)
-            page.wait_for_function(
-                f"q => {panel}", arg=f"{second} {rows[1]['name']}", timeout=10000
-            )
-            assert "<i>(added by hand)</i>" in " ".join(
-                page.locator(".widget-html-content:visible").all_inner_texts()
-            )  # escaped markup shows as text, not as an element
-            shot = shots / "export_taxonomy.png"
-            page.screenshot(path=str(shot), full_page=True)
-        finally:
-            browser.close()
+    with offline_page(page_path, 1300, 1000) as (page, errors, requests):
+        page.wait_for_selector(".widget-tab, .jupyter-widget-tab", timeout=20000)
+        page.locator(".lm-TabBar-tabLabel", has_text="taxonomy").click()
+        page.wait_for_selector("text=gated by", timeout=10000)
+        visible = " ".join(page.locator(".widget-html-content:visible").all_inner_texts())
+        assert status in visible and "coverage" in visible
+        assert "mean pairwise Cohen κ at area level (cohen_area)" in visible
+        select = page.locator("select:visible").first
+        options = [o.replace("\xa0", " ") for o in select.locator("option").all_inner_texts()]
+        assert [o.split(" · ")[0] for o in options] == [r["code_id"] for r in rows]
+        first, second = (str(r["code_id"]) for r in rows[:2])
+        panel = (
+            "[...document.querySelectorAll('.widget-html-content')]"
+            ".some(e => e.offsetParent !== null && e.innerText.includes(q))"
+        )
+        page.wait_for_function(f"q => {panel}", arg=f"{first} {rows[0]['name']}")
+        select.select_option(index=1)
+        page.wait_for_function(f"q => {panel}", arg=f"{second} {rows[1]['name']}", timeout=10000)
+        assert "<i>(added by hand)</i>" in " ".join(
+            page.locator(".widget-html-content:visible").all_inner_texts()
+        )  # escaped markup shows as text, not as an element
+        shot = shots / "export_taxonomy.png"
+        page.screenshot(path=str(shot), full_page=True)
     assert not errors, errors
     assert not [u for u in requests if not u.startswith("file://")], "page tried the network"
     print(f"\nbrowser screenshot: {shot}")
