@@ -9,7 +9,7 @@ nested in it declare every field with :func:`knob`, validate in ``__post_init__`
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field, fields
 from fractions import Fraction
 from typing import Any, ClassVar, Self
@@ -156,6 +156,37 @@ class NestedKnobs:
         cls._check_names(params)
         kinds = {f.name: type(f.default) for f in fields(cls)}  # type: ignore[arg-type]
         return cls(**{k: coerce(cls.OWNER, k, v, kinds[k]) for k, v in params.items()})
+
+    @classmethod
+    def take_params(
+        cls,
+        lowered: dict[str, Any],
+        start: Mapping[str, Any],
+        presets: Callable[[str], Self] | None = None,
+    ) -> tuple[dict[str, Any], Self | None]:
+        """Take this config's keys out of loose protocol parameters.
+
+        The config's place (``answer`` for ``ProtocolConfig.answer``) may name a preset (when
+        ``presets`` resolves names), a dict of knobs or an instance; ``<place>.<knob>`` keys apply
+        on top, over ``start[<place>]``. Returns the remaining parameters and the resulting config
+        (``None`` when no key named it and ``start`` has none).
+        """
+        place = cls.OWNER.rsplit(".", 1)[-1]
+        settings = {
+            k.split(".", 1)[1]: lowered.pop(k) for k in list(lowered) if k.startswith(place + ".")
+        }
+        named = lowered.pop(place, None)
+        base = dict(start.get(place, {}))
+        if isinstance(named, str) and presets is not None:
+            base = presets(named).to_dict()
+        elif isinstance(named, cls):
+            base = named.to_dict()
+        elif named is not None:
+            base.update(dict(named))
+        if not base and not settings:
+            return lowered, None
+        base.update(settings)
+        return lowered, cls.from_params(base)
 
     def describe(self) -> list[dict[str, Any]]:
         """One row per knob: ``{"name", "value", "default", "doc"}`` (names ``<place>.<knob>``)."""

@@ -135,21 +135,7 @@ def answer_params(
     ``answer.<setting>`` keys apply on top. Returns the remaining parameters and the resulting
     config (``None`` when no key named it and ``start`` has none).
     """
-    settings = {
-        k.split(".", 1)[1]: lowered.pop(k) for k in list(lowered) if k.startswith("answer.")
-    }
-    named = lowered.pop("answer", None)
-    base = dict(start.get("answer", {}))
-    if isinstance(named, str):
-        base = paper_baseline(named).to_dict()
-    elif isinstance(named, AnswerConfig):
-        base = named.to_dict()
-    elif named is not None:
-        base.update(dict(named))
-    if not base and not settings:
-        return lowered, None
-    base.update(AnswerConfig.from_params(settings).to_dict() if settings else {})
-    return lowered, AnswerConfig.from_params(base)
+    return AnswerConfig.take_params(lowered, start, paper_baseline)
 
 
 def icl_examples(

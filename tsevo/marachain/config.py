@@ -208,18 +208,4 @@ def mara_params(
     config (``None`` when no key named it and ``start`` has none), as
     :func:`tsevo.evolve.baseline.answer_params` does for ``answer``.
     """
-    settings = {
-        k.split(".", 1)[1]: lowered.pop(k) for k in list(lowered) if k.startswith("marachain.")
-    }
-    named = lowered.pop("marachain", None)
-    base = dict(start.get("marachain", {}))
-    if isinstance(named, str):
-        base = mara_preset(named).to_dict()
-    elif isinstance(named, MaraConfig):
-        base = named.to_dict()
-    elif named is not None:
-        base.update(dict(named))
-    if not base and not settings:
-        return lowered, None
-    base.update(settings)
-    return lowered, MaraConfig.from_params(base)
+    return MaraConfig.take_params(lowered, start, mara_preset)

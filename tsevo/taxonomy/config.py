@@ -142,19 +142,7 @@ def taxonomy_params(
     apply on top. Returns the remaining parameters and the resulting config (``None`` when no key
     named it and ``start`` has none), as :func:`tsevo.evolve.baseline.answer_params` does.
     """
-    settings = {
-        k.split(".", 1)[1]: lowered.pop(k) for k in list(lowered) if k.startswith("taxonomy.")
-    }
-    named = lowered.pop("taxonomy", None)
-    base = dict(start.get("taxonomy", {}))
-    if isinstance(named, TaxonomyConfig):
-        base = named.to_dict()
-    elif named is not None:
-        base.update(dict(named))
-    if not base and not settings:
-        return lowered, None
-    base.update(settings)
-    return lowered, TaxonomyConfig.from_params(base)
+    return TaxonomyConfig.take_params(lowered, start)
 
 
 def check_judge(selection: str, taxonomy: TaxonomyConfig) -> None:

@@ -306,29 +306,87 @@ def _adds(
     return [Add(code) for *_, code in sorted(found, key=lambda x: x[:3])[: cfg.max_add]]
 
 
+def gate_pool(traces: Sequence[Trace]) -> list[Trace]:
+    """The gate pool's traces (the 30% induction did not read), by id."""
+    return sorted(
+        (t for t in traces if t.metadata.get("pool") == "gate"), key=lambda t: t.problem_id
+    )
+
+
+def round_errors(batch: Sequence[Trace]) -> tuple[list[Trace], list[str]]:
+    """A round's failed traces and their error ids (``<trace id>#<last event>``)."""
+    errs = [t for t in batch if t.failed]
+    return errs, [f"{t.problem_id}#{t.events[-1]['seq']}" for t in errs]
+
+
+def round_record(
+    k: int,
+    tax: Taxonomy,
+    batch: Sequence[Trace],
+    errors: Sequence[str],
+    labels: Mapping[str, Mapping[str, set[str]]],
+    res: Any,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One gate round's agreement record (``labels`` by annotator name; ``extra`` fields added)."""
+    return {
+        "round": k,
+        "fingerprint": tax.fingerprint,
+        **extra,
+        "traces": [t.problem_id for t in batch],
+        "errors": list(errors),
+        "labels": {name: {e: sorted(v) for e, v in lab.items()} for name, lab in labels.items()},
+        "metric": res.metric,
+        "cohen_area": res.cohen_area,
+        "fleiss_code_macro": res.fleiss_code_macro,
+        "fleiss_per_code": dict(sorted(res.fleiss_per_code.items())),
+        "coverage": res.coverage,
+        "passed": res.status == "accepted",
+        "reason": res.decision.reason,
+        "gated_by": res.metric,
+    }
+
+
+def gated(
+    tax: Taxonomy, decision: Any, rounds: int, metric: str, panel: str, *, panel_if_empty: bool
+) -> Taxonomy:
+    """The taxonomy with the last round's status (``review_required`` when no round could run)."""
+    if decision is None:
+        agreement = {
+            "final_kappa": None,
+            "final_coverage": None,
+            "rounds_completed": 0,
+            "metric": metric,
+            "reason": "gate pool too small for one round",
+        }
+        if panel_if_empty:
+            agreement["panel"] = panel
+        return tax.with_status("review_required", agreement=agreement)
+    record = decision.as_generation(rounds)
+    record["panel"] = panel
+    return tax.with_status(decision.status, agreement=record)
+
+
 def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None) -> GateResult:
     """Run the builtin gate on the draft's gate pool; the result's taxonomy carries the status."""
     cfg = cfg or GateConfig()
     by_id = {t.problem_id: t for t in traces}
-    gate_pool = sorted(
-        (t for t in traces if t.metadata.get("pool") == "gate"), key=lambda t: t.problem_id
-    )
+    pool = gate_pool(traces)
     base = sorted(
         (t for t in traces if t.metadata.get("pool") == "induction" and t.failed),
         key=lambda t: _h("gate-base", cfg.seed, t.problem_id),
     )[: cfg.max_base]
     base.sort(key=lambda t: t.problem_id)
     ind_pool = induction_pool(traces, cfg.seed)
-    max_rounds = min(cfg.max_rounds, len(gate_pool) // max(cfg.per_round, 1))
+    max_rounds = min(cfg.max_rounds, len(pool) // max(cfg.per_round, 1))
     tax, rounds, lineage = draft, [], []
     used: set[str] = set()
     panel = Panel(tax, base, by_id) if tax.codes else None
     decision = None
     for k in range(1, max_rounds + 1):
-        batch = sample_round(gate_pool, used, k, cfg.per_round, cfg.seed)
+        batch = sample_round(pool, used, k, cfg.per_round, cfg.seed)
         used |= {t.problem_id for t in batch}
-        errs = [t for t in batch if t.failed]
-        errors = [f"{t.problem_id}#{t.events[-1]['seq']}" for t in errs]
+        errs, errors = round_errors(batch)
         labels: list[dict[str, set[str]]] = [{} for _ in READERS]
         if panel is not None:
             for r, reader in enumerate(panel.readers()):
@@ -345,24 +403,7 @@ def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None
         decision = res
         passed = res.status == "accepted"
         rounds.append(
-            {
-                "round": k,
-                "fingerprint": tax.fingerprint,
-                "traces": [t.problem_id for t in batch],
-                "errors": errors,
-                "labels": {
-                    name: {e: sorted(v) for e, v in lab.items()}
-                    for name, lab in zip(READERS, labels, strict=True)
-                },
-                "metric": res.metric,
-                "cohen_area": res.cohen_area,
-                "fleiss_code_macro": res.fleiss_code_macro,
-                "fleiss_per_code": dict(sorted(res.fleiss_per_code.items())),
-                "coverage": res.coverage,
-                "passed": passed,
-                "reason": res.decision.reason,
-                "gated_by": res.metric,
-            }
+            round_record(k, tax, batch, errors, dict(zip(READERS, labels, strict=True)), res)
         )
         if passed and cfg.early_stop == "paper":
             break
@@ -383,19 +424,5 @@ def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None
                 tax = batch_.taxonomy
                 lineage.append(batch_.entry)
                 panel = Panel(tax, base, by_id) if tax.codes else None
-    if decision is None:
-        final = tax.with_status(
-            "review_required",
-            agreement={
-                "final_kappa": None,
-                "final_coverage": None,
-                "rounds_completed": 0,
-                "metric": cfg.metric,
-                "reason": "gate pool too small for one round",
-            },
-        )
-    else:
-        record = decision.as_generation(len(rounds))
-        record["panel"] = "builtin-4view"
-        final = tax.with_status(decision.status, agreement=record)
+    final = gated(tax, decision, len(rounds), cfg.metric, "builtin-4view", panel_if_empty=False)
     return GateResult(final, rounds, lineage)

@@ -35,7 +35,15 @@ from tsevo.roles.llm import LLMClient
 from .agreement import agreement
 from .codes import TaxonomyError, id_sort_key
 from .edits import Add, Edit, LineageEntry, Merge, Relabel, apply_edits
-from .gate import GateConfig, GateResult, sample_round
+from .gate import (
+    GateConfig,
+    GateResult,
+    gate_pool,
+    gated,
+    round_errors,
+    round_record,
+    sample_round,
+)
 from .induce import InduceConfig, active_roles, fires, induction_pool
 from .llm import (
     ANNOTATOR_ROLE,
@@ -320,19 +328,16 @@ def llm_gate(
 ) -> GateResult:
     """Gate a draft with the LLM panel on its gate pool; the taxonomy carries the status."""
     cfg, opts = cfg or GateConfig(), opts or LLMOptions()
-    gate_pool = sorted(
-        (t for t in traces if t.metadata.get("pool") == "gate"), key=lambda t: t.problem_id
-    )
+    pool = gate_pool(traces)
     ind_pool = induction_pool(traces, cfg.seed)
-    max_rounds = min(cfg.max_rounds, len(gate_pool) // max(cfg.per_round, 1))
+    max_rounds = min(cfg.max_rounds, len(pool) // max(cfg.per_round, 1))
     tax, rounds, lineage = draft, [], []
     used: set[str] = set()
     decision = None
     for k in range(1, max_rounds + 1):
-        batch = sample_round(gate_pool, used, k, cfg.per_round, cfg.seed)
+        batch = sample_round(pool, used, k, cfg.per_round, cfg.seed)
         used |= {t.problem_id for t in batch}
-        errs = [t for t in batch if t.failed]
-        errors = [f"{t.problem_id}#{t.events[-1]['seq']}" for t in errs]
+        errs, errors = round_errors(batch)
         labels: list[dict[str, set[str]]] = [{} for _ in ANNOTATORS]
         records: dict[str, Any] = {}
         degenerate = False
@@ -350,27 +355,17 @@ def llm_gate(
         )
         decision = res
         passed = res.status == "accepted"
-        rnd: dict[str, Any] = {
-            "round": k,
-            "fingerprint": tax.fingerprint,
-            "panel": PANEL,
-            "traces": [t.problem_id for t in batch],
-            "errors": errors,
-            "labels": {
-                name: {e: sorted(v) for e, v in lab.items()}
-                for name, lab in zip(ANNOTATORS, labels, strict=True)
-            },
-            "annotators": records,
-            "degenerate": degenerate,
-            "metric": res.metric,
-            "cohen_area": res.cohen_area,
-            "fleiss_code_macro": res.fleiss_code_macro,
-            "fleiss_per_code": dict(sorted(res.fleiss_per_code.items())),
-            "coverage": res.coverage,
-            "passed": passed,
-            "reason": res.decision.reason,
-            "gated_by": res.metric,
-        }
+        rnd = round_record(
+            k,
+            tax,
+            batch,
+            errors,
+            dict(zip(ANNOTATORS, labels, strict=True)),
+            res,
+            panel=PANEL,
+            annotators=records,
+            degenerate=degenerate,
+        )
         rounds.append(rnd)
         if passed and cfg.early_stop == "paper":
             break
@@ -384,21 +379,6 @@ def llm_gate(
                 else:
                     tax = batch_.taxonomy
                     lineage.append(batch_.entry)
-    if decision is None:
-        final = tax.with_status(
-            "review_required",
-            agreement={
-                "final_kappa": None,
-                "final_coverage": None,
-                "rounds_completed": 0,
-                "metric": cfg.metric,
-                "reason": "gate pool too small for one round",
-                "panel": PANEL,
-            },
-        )
-    else:
-        record = decision.as_generation(len(rounds))
-        record["panel"] = PANEL
-        final = tax.with_status(decision.status, agreement=record)
+    final = gated(tax, decision, len(rounds), cfg.metric, PANEL, panel_if_empty=True)
     lineage_out: list[LineageEntry] = lineage
     return GateResult(final, rounds, lineage_out)
