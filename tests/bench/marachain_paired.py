@@ -6,7 +6,7 @@ Three arms on the same suite, split and seed, differing only in synthesis:
 
 * ``discard``: TimeEvo's K = 3 direct attempts, a group whose attempts all miss the bar is dropped;
 * ``chain``: the same K = 3 attempts, then a builtin Mara chain of depth d = 3 from the strongest
-  rejected attempt (``MaraConfig(depth=3)``, every other chain setting at its default);
+  rejected attempt (``marachain.depth = 3``, every other chain setting at its default);
 * ``discard_k_plus_d``: K + d = 6 direct attempts, chains off (the same number of attempts).
 
 Per seed and arm: the work groups whose artifact **the gate admits** (not merely the prefilter),
@@ -24,74 +24,44 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from tests.bench import git_commit
-from tsevo.analysis.chain_arms import group_admissions
+from tsevo.analysis.chain_arms import (
+    CHAIN_ARMS,
+    chain_arm_params,
+    chain_arm_row,
+    chain_arms_summary,
+)
 from tsevo.evolve import ProtocolConfig, evolve
 from tsevo.fileio import atomic_write_text
-from tsevo.marachain import MaraConfig
 from tsevo.notebook import make_synthetic_suite
-from tsevo.studies.paper import run_outcome
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Held-out seeds, fixed before the study ran (never used for development).
 SEEDS: tuple[int, ...] = (10111, 10223, 10337, 10453, 10567)
 K, D = 3, 3
-ARMS: dict[str, dict[str, Any]] = {
-    "discard": {},
-    "chain": {"marachain": MaraConfig(depth=D)},
-    "discard_k_plus_d": {"max_synthesis_attempts": K + D},
-}
+#: Each arm's loose protocol parameters (the study notebook ``97_study_marachain`` uses the same).
+ARMS: dict[str, dict[str, Any]] = {arm: chain_arm_params(arm, K, D) for arm in CHAIN_ARMS}
 
 
 def run_arm(preset: str, seed: int, arm: str, out: Path) -> dict[str, Any]:
     """Evolve one round of ``arm`` (resuming a finished run) and read its groups' fate."""
-    cfg = ProtocolConfig(rounds=1, seed=seed, **{"max_synthesis_attempts": K, **ARMS[arm]})
+    cfg = ProtocolConfig.from_params(ARMS[arm], base=ProtocolConfig(rounds=1, seed=seed))
     run_dir = out / str(seed) / arm
     t = time.perf_counter()
     evolve(make_synthetic_suite(preset, seed), config=cfg, out=run_dir, log=lambda _: None)
     row: dict[str, Any] = {"seed": seed, "arm": arm, "seconds": round(time.perf_counter() - t, 1)}
-    row.update(group_admissions(run_dir))
-    row["n_admitted"] = len(row["admitted"])
-    out_ = run_outcome(run_dir)
-    row.update({k: out_[k] for k in ("gain", "helped", "harmed", "delta", "delta_lb", "tools")})
+    row.update(chain_arm_row(run_dir))
     return row
 
 
 def summarize(rows: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
     """Totals, per-seed comparisons and mean ± sd of the test gain per arm."""
-    by = {(r["seed"], r["arm"]): r for r in rows}
-    arms: dict[str, Any] = {}
-    for arm in ARMS:
-        rs = [by[(s, arm)] for s in seeds if (s, arm) in by]
-        gains = [100 * r["gain"] for r in rs if r["gain"] is not None]
-        arms[arm] = {
-            "seeds": len(rs),
-            "admitted_total": sum(r["n_admitted"] for r in rs),
-            "accepted_rounds": sum(r["status"] == "accepted" for r in rs),
-            "attempts_total": sum(r["attempts"] for r in rs),
-            "chain_steps_total": sum(r["chain_steps"] for r in rs),
-            "chain_steps_bound": sum(r["chain_steps_bound"] for r in rs),
-            "chain_rollouts_total": sum(r["chain_rollouts"] for r in rs),
-            "chain_rollouts_bound": sum(r["chain_rollouts_bound"] for r in rs),
-            "test_gain_pp_mean": round(statistics.mean(gains), 2) if gains else None,
-            "test_gain_pp_sd": round(statistics.stdev(gains), 2) if len(gains) > 1 else None,
-            "harmed_total": sum(r["harmed"] for r in rs),
-        }
-    both = [s for s in seeds if (s, "chain") in by and (s, "discard") in by]
-    more = [s for s in both if by[(s, "chain")]["n_admitted"] > by[(s, "discard")]["n_admitted"]]
-    return {
-        "arms": arms,
-        "chain_more_than_discard_seeds": more,
-        "check_chain_beats_discard": (
-            arms["chain"]["admitted_total"] > arms["discard"]["admitted_total"] and len(more) >= 3
-        ),
-    }
+    return chain_arms_summary(rows, seeds)
 
 
 def main(argv: list[str] | None = None) -> int:

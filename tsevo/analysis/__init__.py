@@ -18,11 +18,25 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
 * Mara chains: :func:`chain_nodes_df`, :func:`chain_scores_df` (and chain rows in
   :func:`funnel_df`); for inspection :func:`chains_df`, :func:`chain_lineage_df`,
   :func:`chain_records_df`, :func:`chain_diffs_df`, :func:`chain_depth`
+* the paired chain study (discard vs chain vs discard with K + d attempts):
+  :func:`group_admissions`, :func:`chain_arm_params`, :func:`chain_arm_row`, :func:`chain_arms_df`,
+  :func:`chain_arms_summary`
 * failure taxonomies: :func:`codes_df`, :func:`firings_df`, :func:`agreement_df`,
   :func:`versions_df`, :func:`gaps_df`, :func:`trace_flips_df`, :func:`taxonomy_metrics`
 """
 
 from ._runs import load_records, rounds_in, run_suite
+from .chain_arms import (
+    ADMISSION_KEYS,
+    CHAIN_ARM_KEYS,
+    CHAIN_ARMS,
+    CHAIN_ARMS_COLUMNS,
+    chain_arm_params,
+    chain_arm_row,
+    chain_arms_df,
+    chain_arms_summary,
+    group_admissions,
+)
 from .failures import (
     BASE_PASS_COLUMNS,
     BUCKETS_COLUMNS,
@@ -90,11 +104,15 @@ from .taxonomy import (
 from .tools import CHAIN_COLUMNS, TOOLS_COLUMNS, chain_table, tools_df
 
 __all__ = [
+    "ADMISSION_KEYS",
     "AGREEMENT_COLUMNS",
     "BASE_PASS_COLUMNS",
     "BUCKETS_COLUMNS",
     "CALIBRATION_COLUMNS",
     "CHAINS_COLUMNS",
+    "CHAIN_ARMS",
+    "CHAIN_ARMS_COLUMNS",
+    "CHAIN_ARM_KEYS",
     "CHAIN_COLUMNS",
     "CHAIN_DIFFS_COLUMNS",
     "CHAIN_FUNNEL_ORDER",
@@ -126,6 +144,10 @@ __all__ = [
     "buckets_table",
     "calibration_table",
     "candidate_source",
+    "chain_arm_params",
+    "chain_arm_row",
+    "chain_arms_df",
+    "chain_arms_summary",
     "chain_depth",
     "chain_diffs_df",
     "chain_lineage_df",
@@ -143,6 +165,7 @@ __all__ = [
     "funnel_df",
     "gaps_df",
     "gate_df",
+    "group_admissions",
     "load_records",
     "measurements_df",
     "paired_rows",

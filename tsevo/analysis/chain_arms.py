@@ -12,17 +12,43 @@ chain (K attempts, then a chain of depth d) and discard with the same number of 
 attempts, chains off). A group counts as *admitted* only when the gate admits its artifact, not
 merely when the prefilter passes it; when the gate rejects the whole library and pruning admits a
 part of it, only the groups whose artifacts the pruned library keeps count.
+
+The arms as loose protocol parameters (:func:`chain_arm_params`, read by
+:meth:`tsevo.evolve.ProtocolConfig.from_params`) are shared by the benchmark
+(``tests/bench/marachain_paired.py``) and the study notebook (``97_study_marachain``).
+:func:`chain_arm_row` is one arm's run as one row (the groups' fate and the round's report-only
+test); :func:`chain_arms_df` pairs such rows by seed (the groups each arm admitted, the groups the
+chain recovered, its cost beside the bound, each arm's test gain with helped / harmed), and
+:func:`chain_arms_summary` totals them per arm. The test numbers are report-only: no arm's run read
+them, and nothing here feeds them back.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+import pandas as pd
 
 from tsevo.marachain import parse_node_id
 
-from ._runs import Run, open_run
+from ._runs import Run, library_or_none, open_run
 
-__all__ = ["ADMISSION_KEYS", "group_admissions"]
+__all__ = [
+    "ADMISSION_KEYS",
+    "CHAIN_ARMS",
+    "CHAIN_ARMS_COLUMNS",
+    "CHAIN_ARM_KEYS",
+    "chain_arm_params",
+    "chain_arm_row",
+    "chain_arms_df",
+    "chain_arms_summary",
+    "group_admissions",
+]
+
+#: The three arms of the paired study, in the order they are reported.
+CHAIN_ARMS: tuple[str, ...] = ("discard", "chain", "discard_k_plus_d")
 
 #: Keys of :func:`group_admissions`' result.
 ADMISSION_KEYS: tuple[str, ...] = (
@@ -103,4 +129,205 @@ def group_admissions(run: Run, round_: int = 1) -> dict[str, Any]:
         "chain_calls": calls,
         "chain_steps_bound": bound_steps,
         "chain_rollouts_bound": bound_rollouts,
+    }
+
+
+#: Keys of :func:`chain_arm_row`'s result (after :data:`ADMISSION_KEYS`).
+CHAIN_ARM_KEYS: tuple[str, ...] = (
+    *ADMISSION_KEYS,
+    "n_admitted",
+    "gain",
+    "helped",
+    "harmed",
+    "delta",
+    "delta_lb",
+    "tools",
+)
+
+#: Columns of :func:`chain_arms_df`.
+CHAIN_ARMS_COLUMNS: tuple[str, ...] = (
+    "seed",
+    *(f"{a}_admitted" for a in CHAIN_ARMS),
+    "recovered",
+    "lost",
+    "k_plus_d_recovered",
+    "chain_only",
+    "chain_steps",
+    "chain_steps_bound",
+    "chain_rollouts",
+    "chain_rollouts_bound",
+    *(f"{a}_{k}" for a in CHAIN_ARMS for k in ("gain_pp", "helped", "harmed", "status")),
+)
+
+
+def chain_arm_params(
+    arm: str, attempts: int = 3, depth: int = 3, start: str = ""
+) -> dict[str, Any]:
+    """One arm as loose protocol parameters (:meth:`~tsevo.evolve.ProtocolConfig.from_params`).
+
+    ``discard``: ``attempts`` (K) direct attempts, chains off; ``chain``: the same K attempts, then
+    a chain of ``depth`` (d) steps (``marachain.depth``; ``marachain.start`` when ``start`` is
+    given, otherwise the chain's default start); ``discard_k_plus_d``: K + d direct attempts,
+    chains off (the same number of attempts as the chain's).
+
+    Raises:
+        ValueError: An arm not in :data:`CHAIN_ARMS`.
+    """
+    if arm not in CHAIN_ARMS:
+        raise ValueError(f"unknown arm {arm!r}; one of {list(CHAIN_ARMS)}")
+    if arm == "discard_k_plus_d":
+        return {"max_synthesis_attempts": attempts + depth}
+    params: dict[str, Any] = {"max_synthesis_attempts": attempts}
+    if arm == "chain":
+        params["marachain.depth"] = depth
+        if start:
+            params["marachain.start"] = start
+    return params
+
+
+def chain_arm_row(run: Run, round_: int = 1) -> dict[str, Any]:
+    """One arm's round as one row: :func:`group_admissions` and the round's report-only test.
+
+    Returns:
+        :data:`CHAIN_ARM_KEYS`: the admission counts, ``n_admitted`` (groups admitted), ``gain``
+        (test accuracy after the round minus before; 0.0 for a rejected round, which leaves the
+        incoming library; ``None`` without a test table), ``helped`` / ``harmed`` (test answers
+        the round fixed / broke; 0 when rejected), the final gate's ``delta`` / ``delta_lb`` and
+        ``tools`` (tools in the library the round left; a rejected round carries the last
+        accepted round's count, 0 when none). For one round from the empty root this is what
+        :func:`tsevo.studies.run_outcome` says of the run.
+    """
+    store = open_run(run)
+    row = group_admissions(store, round_)
+    row["n_admitted"] = len(row["admitted"])
+    accepted = row["status"] == "accepted"
+    paths = store.layout.round(round_)
+    summary = store.read_json(paths.summary)
+    gate = summary.get("final_gate") or summary.get("gate") or {}
+    test = store.read_json_or(paths.test) or {}
+    allrow = test["tasks"][-1] if test.get("tasks") else {}
+    before = allrow.get("before")
+    final = allrow.get("after") if accepted else before
+    tools = 0
+    for r in range(round_, 0, -1):
+        lib = store.layout.round(r).library
+        d = store.read_json(store.layout.round(r).summary) if r != round_ else summary
+        if d.get("status") == "accepted" and (loaded := library_or_none(lib)) is not None:
+            tools = sum(len(s.tools) for s in loaded.stages)
+            break
+    row.update(
+        gain=None if before is None or final is None else final - before,
+        helped=int(allrow.get("helped") or 0) if accepted else 0,
+        harmed=int(allrow.get("harmed") or 0) if accepted else 0,
+        delta=gate.get("delta"),
+        delta_lb=gate.get("delta_lb"),
+        tools=tools,
+    )
+    return row
+
+
+def _by_seed(rows: Iterable[Mapping[str, Any]]) -> dict[int, dict[str, Mapping[str, Any]]]:
+    out: dict[int, dict[str, Mapping[str, Any]]] = {}
+    for r in rows:
+        arm, seed = str(r["arm"]), int(r["seed"])
+        if arm not in CHAIN_ARMS:
+            raise ValueError(f"row of unknown arm {arm!r}; one of {list(CHAIN_ARMS)}")
+        if arm in out.setdefault(seed, {}):
+            raise ValueError(f"two rows for seed {seed}, arm {arm!r}")
+        out[seed][arm] = r
+    return out
+
+
+def _groups(row: Mapping[str, Any] | None) -> set[str] | None:
+    return None if row is None else {str(g) for g in row["admitted"]}
+
+
+def _minus(a: set[str] | None, b: set[str] | None) -> list[str] | None:
+    return None if a is None or b is None else sorted(a - b)
+
+
+def chain_arms_df(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Arm rows (:func:`chain_arm_row` plus ``seed`` and ``arm``) paired by seed, one row per seed.
+
+    The arms of a seed start from the same suite, split and protocol seed and differ only in
+    synthesis, so a group admitted under one arm and not another is the synthesis' doing.
+
+    Columns (:data:`CHAIN_ARMS_COLUMNS`): ``seed``; ``<arm>_admitted`` (groups the gate admitted);
+    ``recovered`` (admitted with the chain, not by discard), ``lost`` (admitted by discard, not
+    with the chain), ``k_plus_d_recovered`` (admitted by discard with K + d attempts, not by
+    discard), ``chain_only`` (admitted with the chain, not by discard with K + d); the chain arm's
+    ``chain_steps`` / ``chain_rollouts`` beside ``chain_steps_bound`` / ``chain_rollouts_bound``;
+    per arm ``<arm>_gain_pp`` (report-only test gain, percentage points), ``<arm>_helped``,
+    ``<arm>_harmed`` and ``<arm>_status``. Group lists are sorted ids; a column that needs an
+    arm the seed lacks is ``None`` (the frame keeps Python objects: counts stay ints).
+
+    Raises:
+        ValueError: A row of an unknown arm, or two rows for one seed and arm.
+    """
+    out = []
+    for seed, arms in sorted(_by_seed(rows).items()):
+        dis, ch, kd = (_groups(arms.get(a)) for a in CHAIN_ARMS)
+        chain = arms.get("chain")
+        row: dict[str, Any] = {"seed": seed}
+        row.update({f"{a}_admitted": _count(arms.get(a)) for a in CHAIN_ARMS})
+        row.update(
+            recovered=_minus(ch, dis),
+            lost=_minus(dis, ch),
+            k_plus_d_recovered=_minus(kd, dis),
+            chain_only=_minus(ch, kd),
+        )
+        for k in ("chain_steps", "chain_steps_bound", "chain_rollouts", "chain_rollouts_bound"):
+            row[k] = None if chain is None else int(chain[k])
+        for a in CHAIN_ARMS:
+            r = arms.get(a)
+            gain = None if r is None or r["gain"] is None else round(100 * float(r["gain"]), 2)
+            row[f"{a}_gain_pp"] = gain
+            for k in ("helped", "harmed", "status"):
+                row[f"{a}_{k}"] = None if r is None else r[k]
+        out.append(row)
+    return pd.DataFrame(out, columns=list(CHAIN_ARMS_COLUMNS), dtype=object)
+
+
+def _count(row: Mapping[str, Any] | None) -> int | None:
+    return None if row is None else len(row["admitted"])
+
+
+def chain_arms_summary(
+    rows: Iterable[Mapping[str, Any]], seeds: Iterable[int] | None = None
+) -> dict[str, Any]:
+    """Totals per arm over ``seeds`` (default: every seed of the rows), and the issue's check.
+
+    Returns:
+        ``arms``: per arm ``seeds``, ``admitted_total``, ``accepted_rounds``, ``attempts_total``,
+        chain steps and rollouts with their bounds, ``test_gain_pp_mean`` / ``_sd`` (report-only)
+        and ``harmed_total``; ``chain_more_than_discard_seeds``; ``check_chain_beats_discard``
+        (the chain admits more groups than discard in total and on at least 3 seeds).
+    """
+    by = _by_seed(rows)
+    order = sorted(by) if seeds is None else [int(s) for s in seeds]
+    arms: dict[str, Any] = {}
+    for arm in CHAIN_ARMS:
+        rs = [by[s][arm] for s in order if arm in by.get(s, {})]
+        gains = [100 * r["gain"] for r in rs if r["gain"] is not None]
+        arms[arm] = {
+            "seeds": len(rs),
+            "admitted_total": sum(len(r["admitted"]) for r in rs),
+            "accepted_rounds": sum(r["status"] == "accepted" for r in rs),
+            "attempts_total": sum(r["attempts"] for r in rs),
+            "chain_steps_total": sum(r["chain_steps"] for r in rs),
+            "chain_steps_bound": sum(r["chain_steps_bound"] for r in rs),
+            "chain_rollouts_total": sum(r["chain_rollouts"] for r in rs),
+            "chain_rollouts_bound": sum(r["chain_rollouts_bound"] for r in rs),
+            "test_gain_pp_mean": round(statistics.mean(gains), 2) if gains else None,
+            "test_gain_pp_sd": round(statistics.stdev(gains), 2) if len(gains) > 1 else None,
+            "harmed_total": sum(r["harmed"] for r in rs),
+        }
+    both = [s for s in order if {"chain", "discard"} <= set(by.get(s, {}))]
+    more = [s for s in both if len(by[s]["chain"]["admitted"]) > len(by[s]["discard"]["admitted"])]
+    return {
+        "arms": arms,
+        "chain_more_than_discard_seeds": more,
+        "check_chain_beats_discard": (
+            arms["chain"]["admitted_total"] > arms["discard"]["admitted_total"] and len(more) >= 3
+        ),
     }
