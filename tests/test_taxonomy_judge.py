@@ -201,10 +201,11 @@ def test_taxonomy_config_round_trip_describe_and_refusals(tmp_path: Path) -> Non
         TaxonomyConfig(path=str(path), fingerprint="abc")
     with pytest.raises(ValueError, match="without a path"):
         TaxonomyConfig(fingerprint=wrong)
-    with pytest.raises(ValueError, match="not available on this backend yet"):
+    with pytest.raises(ValueError, match="triage needs a pinned taxonomy"):
         TaxonomyConfig(triage=True)
-    with pytest.raises(ValueError, match="not available on this backend yet"):
+    with pytest.raises(ValueError, match="diagnoses='beside' needs a pinned taxonomy"):
         TaxonomyConfig(diagnoses="beside")
+    assert TaxonomyConfig(path=str(path), triage=True, diagnoses="instead").triage
     with pytest.raises(ValueError, match="no taxonomy is pinned"):
         TaxonomyConfig().load()
     with pytest.raises(TypeError, match="unknown"):

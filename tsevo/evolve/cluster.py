@@ -29,11 +29,19 @@ from typing import Any
 from tsevo.agent import AnswerRecord
 from tsevo.data import Question
 from tsevo.roles.protocols import Category, ErrorItem, Triage
+from tsevo.taxonomy.consumers import CodedTriage, Consumers, fire_codes
 
 from .config import ProtocolConfig
 from .views import ViewIds
 
-__all__ = ["Bucket", "ClusteringError", "ClusteringResult", "cluster_errors", "error_item"]
+__all__ = [
+    "Bucket",
+    "ClusteringError",
+    "ClusteringResult",
+    "cluster_errors",
+    "coded_triage",
+    "error_item",
+]
 
 SIDES = ("tool_fired", "no_tool")
 
@@ -158,6 +166,30 @@ def error_item(q: Question, rec: AnswerRecord) -> ErrorItem:
         tools=rec.tools_ok,
         decision=last,
     )
+
+
+def coded_triage(
+    triage: Triage,
+    cfg: ProtocolConfig,
+    train: Mapping[str, Question],
+    records: Mapping[str, AnswerRecord],
+    errors: Sequence[str],
+    ids: ViewIds,
+) -> tuple[Triage, dict[str, Any]]:
+    """The round's triage: ``triage`` itself, or under ``taxonomy.triage`` the pinned codes.
+
+    Returns the triage role and what ``buckets.json`` records beside the clustering:
+    ``{"taxonomy": {fingerprint, status, triage, diagnoses, coded, uncoded}}``, or ``{}`` when
+    codes are not the categories (the protocol's bytes).
+    """
+    consumers = Consumers.of(cfg.taxonomy)
+    if consumers is None or not consumers.triage:
+        return triage, {}
+    fired = fire_codes(consumers.taxonomy, train, records, errors)
+    by_view = {ids.opaque(q): tuple(f.code for f in fired[q]) for q in errors}
+    coded = sum(bool(v) for v in by_view.values())
+    rec = consumers.record(coded=coded, uncoded=len(errors) - coded)
+    return CodedTriage(triage, consumers.taxonomy, by_view), {"taxonomy": rec}
 
 
 def _suffix(j: int) -> str:

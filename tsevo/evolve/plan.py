@@ -20,7 +20,7 @@ import concurrent.futures as cf
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tsevo.agent import AnswerRecord
@@ -34,12 +34,21 @@ from tsevo.roles.protocols import (
     LocalPlanner,
     WorkGroup,
 )
+from tsevo.taxonomy.consumers import Consumers, coded_diagnosis, fire_codes
 
 from .cluster import Bucket
 from .config import ProtocolConfig
 from .views import ViewIds
 
-__all__ = ["BucketSplit", "build_dossier", "coordinate", "split_bucket", "validate_groups"]
+__all__ = [
+    "BucketSplit",
+    "build_dossier",
+    "coded_dossiers",
+    "coded_groups",
+    "coordinate",
+    "split_bucket",
+    "validate_groups",
+]
 
 
 def _h(seed: int, qid: str) -> str:
@@ -143,6 +152,58 @@ def build_dossier(
         library_tools=tuple(library_tools),
         library=library,
     )
+
+
+def coded_dossiers(
+    dossiers: dict[str, Dossier],
+    cfg: ProtocolConfig,
+    train: Mapping[str, Question],
+    records: Mapping[str, AnswerRecord],
+    ids: ViewIds,
+) -> dict[str, Any]:
+    """Under ``taxonomy.diagnoses``, put each bucket's coded diagnosis in its dossier (in place).
+
+    The diagnosis reads the dossier's support rows only (train errors; never the held-out rows);
+    ``instead`` drops the category's free-text criteria. Returns what ``contracts.json``
+    records: ``{"diagnoses": {fingerprint, status, ..., buckets}}``, or ``{}`` when off (the
+    protocol's bytes).
+    """
+    consumers = Consumers.of(cfg.taxonomy)
+    if consumers is None or consumers.diagnoses == "off":
+        return {}
+    rows = {b: [ids.real(e.question.id) for e in d.support] for b, d in dossiers.items()}
+    fired = fire_codes(
+        consumers.taxonomy, train, records, sorted({q for r in rows.values() for q in r})
+    )
+    out = {}
+    for b, d in dossiers.items():
+        codes = coded_diagnosis(consumers.taxonomy, fired, rows[b], name=ids.opaque)
+        criteria = "" if consumers.diagnoses == "instead" else d.criteria
+        dossiers[b] = replace(d, codes=codes, criteria=criteria)
+        out[b] = list(codes)
+    return {"diagnoses": consumers.record(buckets=out)}
+
+
+def coded_groups(
+    groups: Sequence[WorkGroup], dossiers: Mapping[str, Dossier], cfg: ProtocolConfig
+) -> list[WorkGroup]:
+    """The work groups with each card's coded diagnosis attached (unchanged when off).
+
+    ``instead`` drops the planner's free-text failure type and root cause from the cards the
+    synthesizer reads (``contracts.json`` keeps what the planner wrote).
+    """
+    mode = cfg.taxonomy.diagnoses
+    if mode == "off":
+        return list(groups)
+
+    def card(c: ContractCard) -> ContractCard:
+        d = dossiers.get(c.bucket_id)
+        codes = d.codes if d is not None else ()
+        if mode == "instead":
+            return replace(c, codes=codes, failure_type="", root_cause="")
+        return replace(c, codes=codes)
+
+    return [replace(g, cards=tuple(card(c) for c in g.cards)) for g in groups]
 
 
 def validate_groups(groups: Sequence[WorkGroup], cards: Sequence[ContractCard]) -> list[str]:

@@ -35,11 +35,19 @@ from tsevo.library.tool import Tool
 from tsevo.marachain import ChainLedger, Spend
 from tsevo.roles import ContractCard, RoleSet, WorkGroup
 
-from .cluster import ClusteringError, ClusteringResult, cluster_errors, error_item
+from .cluster import ClusteringError, ClusteringResult, cluster_errors, coded_triage, error_item
 from .config import ProtocolConfig
 from .evaluate import Evaluator, gate_between, outcomes, paired_frame, records_frame
 from .gate import GateDecision
-from .plan import BucketSplit, build_dossier, coordinate, local_plans, split_bucket
+from .plan import (
+    BucketSplit,
+    build_dossier,
+    coded_dossiers,
+    coded_groups,
+    coordinate,
+    local_plans,
+    split_bucket,
+)
 from .prune import Attribution, PruneRecord, accept_pruned, attribute, dependents, plan_prune
 from .reconcile import reconcile_scopes
 from .result import RoundResult
@@ -75,12 +83,13 @@ def base_pass(ctx: RoundContext) -> StepResult:
 def cluster(ctx: RoundContext) -> StepResult:
     """Cluster the errors; a failed define, assign or re-split invalidates the round (a rollback)."""
     items = [error_item(ctx.tq[q], ctx.base[q]) for q in ctx.errors]
+    triage, coded = coded_triage(ctx.roles.triage, ctx.cfg, ctx.tq, ctx.base, ctx.errors, ctx.ids)
     try:
-        clustering = cluster_errors(items, ctx.roles.triage, ctx.cfg, ids=ctx.ids)
+        clustering = cluster_errors(items, triage, ctx.cfg, ids=ctx.ids)
     except ClusteringError as exc:
         ctx.write_json("clustering_error", {"error": str(exc)})
         return StepResult(stop=ctx.result("invalid", f"clustering failed: {exc}"))
-    ctx.write_json("buckets", clustering.to_dict())
+    ctx.write_json("buckets", {**clustering.to_dict(), **coded})
     return _clustered(ctx, clustering)
 
 
@@ -107,6 +116,7 @@ def plan(ctx: RoundContext) -> StepResult:
     assert ctx.clustering is not None
     ctx.splits = {b.id: split_bucket(b, ctx.cfg, ctx.ids) for b in ctx.clustering.buckets}
     _build_dossiers(ctx)
+    diagnoses = coded_dossiers(ctx.dossiers, ctx.cfg, ctx.tq, ctx.base, ctx.ids)
     prepare = getattr(ctx.roles.local_planner, "prepare", None)
     if callable(prepare):
         prepare(list(ctx.dossiers.values()), workers=ctx.plan_workers)
@@ -116,7 +126,9 @@ def plan(ctx: RoundContext) -> StepResult:
     support_texts = {b: [e.question.question for e in d.support] for b, d in ctx.dossiers.items()}
     groups, coord_log = coordinate(cards, ctx.roles.global_planner, ctx.cfg, support_texts)
     ctx.write_json("splits", [ctx.splits[b].to_dict() for b in sorted(ctx.splits)])
-    ctx.write_json("contracts", {"cards": [c.to_dict() for c in cards], "skipped": skipped})
+    ctx.write_json(
+        "contracts", {"cards": [c.to_dict() for c in cards], "skipped": skipped, **diagnoses}
+    )
     ctx.write_json("groups", {"groups": [g.to_dict() for g in groups], "coordination": coord_log})
     return _planned(ctx, cards, groups)
 
@@ -126,6 +138,7 @@ def _restore_plan(ctx: RoundContext) -> StepResult:
     p = ctx.paths
     ctx.splits = {d["bucket_id"]: BucketSplit.from_dict(d) for d in ctx.store.read_json(p.splits)}
     _build_dossiers(ctx)
+    coded_dossiers(ctx.dossiers, ctx.cfg, ctx.tq, ctx.base, ctx.ids)
     cards = [ContractCard.from_dict(c) for c in ctx.store.read_json(p.contracts)["cards"]]
     groups = [WorkGroup.from_dict(g) for g in ctx.store.read_json(p.groups)["groups"]]
     return _planned(ctx, cards, groups)
@@ -158,7 +171,7 @@ def _held_out_ids(ctx: RoundContext) -> set[str]:
 
 
 def _planned(ctx: RoundContext, cards: list[ContractCard], groups: list[WorkGroup]) -> StepResult:
-    ctx.cards, ctx.groups = cards, groups
+    ctx.cards, ctx.groups = cards, coded_groups(groups, ctx.dossiers, ctx.cfg)
     ctx.funnel.contracts = len(cards)
     ctx.funnel.groups = len(groups)
     ctx.log(f"round {ctx.r}: {len(cards)} contracts in {len(groups)} work groups")

@@ -224,6 +224,8 @@ class Dossier:
         catalog: The current library's scope catalog text.
         library_tools: Ids of the current library's tools.
         library: The current library object (artifacts with their guidance; no validation data).
+        codes: Coded diagnosis of the support rows (``taxonomy.diagnoses``; empty when off): per
+            code ``id, name, axis, share, evidence [{row, quote}], taxonomy`` and more.
     """
 
     bucket_id: str
@@ -235,6 +237,7 @@ class Dossier:
     catalog: str = ""
     library_tools: tuple[str, ...] = ()
     library: Any = None
+    codes: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -258,6 +261,8 @@ class ContractCard:
         contract: The measurement contract.
         scope: Where the artifact should apply.
         plan: Backend detail (JSON-friendly).
+        codes: The bucket's coded diagnosis, attached by the engine for the synthesizer
+            (``taxonomy.diagnoses``; empty when off; not part of :meth:`to_dict`).
     """
 
     bucket_id: str
@@ -270,6 +275,7 @@ class ContractCard:
     contract: Any
     scope: Any
     plan: Mapping[str, Any] = field(default_factory=dict)
+    codes: tuple[Mapping[str, Any], ...] = ()
 
     def merge_key(self) -> tuple[Any, ...]:
         """What cards must share to be merged into one work group (the global planner's rule).

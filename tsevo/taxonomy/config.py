@@ -11,10 +11,12 @@ consumer               switch
 =====================  =========================================================================
 judge                  ``answer.selection = "judge"`` (:mod:`tsevo.taxonomy.judge`): the sampled
                        answer on which the fewest (severity-weighted) outcome-blind codes fire
-triage                 ``taxonomy.triage``: codes as triage categories (declared; refused until the
-                       round engine reads it)
-diagnoses              ``taxonomy.diagnoses``: coded diagnoses for the planner and synthesizer,
-                       ``beside`` or ``instead`` of free text (declared; refused likewise)
+triage                 ``taxonomy.triage``: codes as triage categories (define = codes firing on
+                       >= 2 train errors, assign = each error's top code, the rest ``uncoded``;
+                       :class:`~tsevo.taxonomy.consumers.CodedTriage`)
+diagnoses              ``taxonomy.diagnoses``: coded diagnoses (top codes with quoted evidence)
+                       for the planner and synthesizer, ``beside`` or ``instead`` of free text
+                       (:func:`~tsevo.taxonomy.consumers.coded_diagnosis`)
 =====================  =========================================================================
 
 Nesting (done by the engine): ``ProtocolConfig.taxonomy: TaxonomyConfig``; ``from_params`` takes the
@@ -43,12 +45,12 @@ JUDGE_WEIGHTS: tuple[str, ...] = ("severity", "uniform")
 #: The documentation of ``ProtocolConfig.taxonomy``.
 TAXONOMY_DOC = (
     "Failure-taxonomy consumers (tsevo.taxonomy.config, taxonomy.<knob>): a pinned taxonomy.json "
-    "(path, fingerprint) read by the judge (answer.selection='judge'); every consumer off by "
-    "default (the protocol as it is). Saved only when not the default."
+    "(path, fingerprint) read by the judge (answer.selection='judge'), codes as triage "
+    "categories (triage) and coded diagnoses (diagnoses); every consumer off by default (the "
+    "protocol as it is). Saved only when not the default."
 )
 
 _FP = re.compile(r"^sha256:[0-9a-f]{64}$")
-_NOT_YET = "is not available on this backend yet (the round engine does not read it); leave it"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,12 +77,14 @@ class TaxonomyConfig(NestedKnobs):
     triage: bool = knob(
         False,
         "Codes as triage categories (define = codes firing on >= 2 errors, assign = each "
-        "error's top code). Declared, not yet available: True is refused.",
+        "error's top code; errors no defined code fires on go to one 'uncoded' category, and "
+        "where no code fires on >= 2 errors the round's triage defines). Needs taxonomy.path.",
     )
     diagnoses: str = knob(
         "off",
         "Coded diagnoses (top codes with quoted evidence) for the planner and synthesizer: "
-        "'off', 'beside' free text or 'instead' of it. Declared, not yet available: only 'off'.",
+        "'off', 'beside' free text or 'instead' of it (the planner's criteria, the synthesizer's "
+        "root cause and failure type dropped). Needs taxonomy.path.",
         choices=("off", "beside", "instead"),
     )
     judge_weights: str = knob(
@@ -99,11 +103,11 @@ class TaxonomyConfig(NestedKnobs):
             )
         if self.fingerprint and not self.path:
             raise ValueError(f"{self.OWNER}.fingerprint: given without a path to check it against")
-        if self.triage:
-            raise ValueError(f"{self.OWNER}.triage: codes as triage categories {_NOT_YET} off")
-        if self.diagnoses != "off":
+        if (self.triage or self.diagnoses != "off") and not self.path:
+            which = "triage" if self.triage else f"diagnoses={self.diagnoses!r}"
             raise ValueError(
-                f"{self.OWNER}.diagnoses={self.diagnoses!r}: coded diagnoses {_NOT_YET} 'off'"
+                f"{self.OWNER}.{which} needs a pinned taxonomy: set taxonomy.path to an accepted "
+                "taxonomy.json"
             )
 
     @property

@@ -21,7 +21,30 @@ from ..protocols import ContractCard, Dossier, Example
 from .antiscope import HarmCounts, anti_matcher, anti_tasks, clearly_harmful_on_train, harm_counts
 from .rules import Row, cross_validate, fit_rule, tune_margin
 
-__all__ = ["lifecycle_card"]
+__all__ = ["coded_prior", "lifecycle_card"]
+
+#: How the builtin planner labels what a coded diagnosis changed (it reads no prose).
+CODED_LABEL = "mechanism test: builtin action prior from the top code's axis"
+
+
+def coded_prior(dossier: Dossier) -> dict[str, str] | None:
+    """The action prior a coded diagnosis sets (``taxonomy.diagnoses``; ``None`` without codes).
+
+    A mechanism test, not a reading: the bucket's top code (largest share) on axis ``C``
+    (domain-specific) says the agent lacks a measurement, so the planner creates a tool without
+    trying to refine, rescope or retire an earlier one; on ``A`` or ``B`` (system, role) it keeps
+    its usual order (an earlier tool that fired first, then create).
+    """
+    if not dossier.codes:
+        return None
+    top = dossier.codes[0]
+    prior = "create" if top.get("axis") == "C" else "lifecycle_first"
+    return {
+        "code": str(top["id"]),
+        "axis": str(top.get("axis")),
+        "prior": prior,
+        "label": CODED_LABEL,
+    }
 
 
 def lifecycle_card(dossier: Dossier, min_gain: float = 0.15) -> ContractCard | None:

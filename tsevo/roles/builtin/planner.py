@@ -34,7 +34,7 @@ from tsevo.procs import forked_pool
 from ..protocols import ContractCard, Dossier, Example
 from .concepts import relevance
 from .kindplan import KindPlanSettings, composite_card, plan_kinds
-from .lifecycle import lifecycle_card
+from .lifecycle import coded_prior, lifecycle_card
 from .measure import Spec, SpecCache
 from .rules import Row, cross_validate, fit_rule, separation, train_accuracy, tune_margin
 from .specs import (
@@ -374,11 +374,26 @@ class MeasurementPlanner:
     def plan(self, dossier: Dossier, feedback: Sequence[str] = ()) -> ContractCard | None:
         """Return a contract card for the bucket, or None when no measurement recovers its answers.
 
+        With a coded diagnosis the card's ``plan`` records the action prior it set (``coded``;
+        :func:`~.lifecycle.coded_prior`, a mechanism test).
+        """
+        prior = coded_prior(dossier)
+        card = self._plan(dossier, feedback, prior)
+        if card is None or prior is None:
+            return card
+        return _replace(card, plan={**card.plan, "coded": prior})
+
+    def _plan(
+        self, dossier: Dossier, feedback: Sequence[str], prior: dict[str, str] | None
+    ) -> ContractCard | None:
+        """The card without the coded record (see :meth:`plan`).
+
         A bucket may mix question kinds (the define step never sees tasks, and it has at most eight
         categories). The planner then focuses on the kind with the most support errors: the rows
         sharing its task and option shape. The rest of the bucket is left to later rounds.
         """
-        if dossier.side == "tool_fired" and dossier.library is not None:
+        lifecycle = prior is None or prior["prior"] != "create"
+        if dossier.side == "tool_fired" and dossier.library is not None and lifecycle:
             card = lifecycle_card(dossier)
             if card is not None:
                 return card

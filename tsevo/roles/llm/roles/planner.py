@@ -46,6 +46,7 @@ __all__ = [
     "ScopeReply",
     "card_from_reply",
     "dossier_row",
+    "render_codes",
 ]
 
 Signature = Literal["primary", "covariate", "reference", "candidates", "question_numbers"]
@@ -118,6 +119,36 @@ def dossier_row(e: Example, *, series: bool = True) -> dict[str, Any]:
     if series:
         row["series"] = question_series_brief(q)
     return row
+
+
+def render_codes(codes: Sequence[Mapping[str, Any]]) -> str:
+    """A coded diagnosis (``taxonomy.diagnoses``) as prompt lines: one code, then its evidence.
+
+    Each code: id, name, axis, severity, how many support rows it fires on, its definition, the
+    verbatim trace lines quoted per row, and the codes it co-fires with.
+    """
+    lines = []
+    for c in codes:
+        sev = f", {c['severity']}" if c.get("severity") else ""
+        head = f"- {c['id']} {c['name']} (axis {c['axis']}{sev}; fires on {c['n']} of {c['of']})"
+        lines.append(
+            head + (f": {_clip(str(c['definition']), 200)}" if c.get("definition") else "")
+        )
+        lines += [f'    row {e["row"]}: "{e["quote"]}"' for e in c.get("evidence", ())]
+        if c.get("with"):
+            lines.append(f"    co-fires with {', '.join(c['with'])}")
+    return "\n".join(lines)
+
+
+def _diagnosis(dossier: Dossier) -> str:
+    """The bucket's diagnosis: the category's criteria, the coded diagnosis, or both."""
+    parts = [f"Criteria: {dossier.criteria}"] if dossier.criteria or not dossier.codes else []
+    if dossier.codes:
+        parts.append(
+            "Coded diagnosis (failure codes of a pinned taxonomy that fire on the support rows, "
+            "with the trace lines they rest on):\n" + render_codes(dossier.codes)
+        )
+    return "\n".join(parts)
 
 
 def _build_matcher(
@@ -249,7 +280,7 @@ class LLMLocalPlanner:
                 bucket_id=dossier.bucket_id,
                 side=dossier.side,
                 label=dossier.label,
-                criteria=dossier.criteria,
+                diagnosis=_diagnosis(dossier),
                 catalog=dossier.catalog.strip() or "(empty)",
                 feedback=fb,
                 primitives=prims,

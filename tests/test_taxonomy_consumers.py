@@ -1,0 +1,297 @@
+"""The pinned taxonomy's round consumers (issue 12, design §5.2-5.3): coded triage, coded diagnoses.
+
+The records are built by hand (:func:`tests.taxonomy_fixtures.planted_parts`: a one-tool library
+that times out on planted questions, abstains on some, keeps the answer elsewhere; val and test
+questions carry a sentinel). Expected categories and shares are counted from the records' raw
+fields, not from the feature code under test. The round's cluster and plan steps run in memory
+with the builtin roles; with every consumer off (even with a taxonomy pinned) their artifacts are
+byte for byte those of the protocol.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.taxonomy_fixtures import SENTINEL, planted_parts
+from tsevo.agent import AnswerRecord
+from tsevo.evolve.cluster import error_item
+from tsevo.evolve.config import ProtocolConfig
+from tsevo.evolve.round import cluster, plan
+from tsevo.evolve.steps import RoundContext
+from tsevo.evolve.views import ViewIds
+from tsevo.library.library import Library
+from tsevo.library.tool import Contract, Scope
+from tsevo.roles import RoleSet
+from tsevo.roles.builtin.lifecycle import coded_prior
+from tsevo.roles.builtin.planner import MeasurementPlanner
+from tsevo.roles.llm.client import LLMClient
+from tsevo.roles.llm.config import LLMConfig, RoleConfigs
+from tsevo.roles.llm.roles import LLMLocalPlanner, RoleContext
+from tsevo.roles.protocols import ContractCard, Dossier
+from tsevo.store import RunStore
+from tsevo.taxonomy import Code, Taxonomy, save_taxonomy
+from tsevo.taxonomy.config import TaxonomyConfig
+from tsevo.taxonomy.consumers import (
+    RESIDUAL,
+    CodedTriage,
+    coded_diagnosis,
+    error_trace,
+    fire_codes,
+)
+
+
+def _det(*atoms: tuple[str, str, Any]) -> dict[str, Any]:
+    return {"any": [{"all": [{"feature": f, "op": op, "value": v} for f, op, v in atoms]}]}
+
+
+def _taxonomy() -> Taxonomy:
+    codes = [
+        Code(id="A.1", category="A", name="Tool_Timeout", severity="critical",
+             description="a tool timed out, so no evidence reached the reviewer",
+             detector=_det(("tool.error_timeout", "==", True)), outcome_blind=True),
+        Code(id="B.1", category="B", name="Review_Without_Decision", severity="major",
+             applies_to_role="reviewer", description="the reviewer took no decision",
+             detector=_det(("review.no_decision", "==", True)), outcome_blind=True),
+        # outcome-aware (allowed here: train errors): a wrong base answer kept, answered first
+        Code(id="A.2", category="A", name="Wrong_First_Kept", severity="minor",
+             description="the wrong first option was kept",
+             detector=_det(("correct.base", "==", False), ("review.any_keep", "==", True),
+                           ("answer.position", "==", "first")), outcome_blind=False),
+        Code(id="C.1", category="C", name="Odd_Reason", severity="critical",
+             detector=_det(("answer.reason_words", ">=", 7)), outcome_blind=True),
+        Code(id="C.2", category="C", name="No_Detector", description="prose only"),
+    ]  # fmt: skip
+    return Taxonomy.create(codes, status="accepted")
+
+
+def _parts(n: int = 90) -> tuple[dict, dict, dict, list[str]]:
+    questions, records, splits, _ = planted_parts(n, 0, 0.2)
+    errors = [
+        q for q, s in splits.items() if s == "train" and records[q].correct is False
+    ]  # fmt: skip
+    odd = errors[0]  # one error with a long reason: C.1 fires on it alone
+    records[odd] = dataclasses.replace(records[odd], base_reason="a b c d e f g h")
+    return questions, records, splits, sorted(errors)
+
+
+def _by_hand(rec: AnswerRecord) -> list[str]:
+    """The codes that must fire, read off the record's raw fields (taxonomy order)."""
+    run, step = rec.steps[0].runs[0], rec.steps[0]
+    hit = []
+    if run.status == "error" and run.error_kind == "timeout":
+        hit.append("A.1")
+    if step.decision == "no_decision":
+        hit.append("B.1")
+    if step.decision == "keep" and rec.base_answer == 0:  # errors only: the base was wrong
+        hit.append("A.2")
+    if len(rec.base_reason.split()) >= 7:
+        hit.append("C.1")
+    return hit
+
+
+def test_triage_categories_are_the_codes_firing_on_two_or_more_errors() -> None:
+    questions, records, splits, errors = _parts()
+    train = {q: v for q, v in questions.items() if splits[q] == "train"}
+    tax = _taxonomy()
+    fired = fire_codes(tax, train, records, errors)
+    hand = {q: _by_hand(records[q]) for q in errors}
+    assert {q: [f.code for f in fired[q]] for q in errors} == hand
+    counts = Counter(c for q in errors for c in hand[q])
+    assert counts["C.1"] == 1 and min(counts[c] for c in ("A.1", "B.1", "A.2")) >= 2
+    sev = {"A.1": 3, "B.1": 2, "A.2": 1}  # critical, major, minor: ties go to the severer
+    want = sorted((c for c in counts if counts[c] >= 2), key=lambda c: (-counts[c], -sev[c]))
+    items = [error_item(questions[q], records[q]) for q in errors]
+    triage = CodedTriage(RoleSet.builtin().triage, tax, {q: hand[q] for q in errors})
+    cats = triage.define(items, 8)
+    uncoded = [q for q in errors if not set(hand[q]) & set(want)]
+    assert uncoded, "the fixture has errors no code fires on"
+    assert [c.id for c in cats] == [*want, RESIDUAL]
+    assert cats[0].label == tax[want[0]].name and tax[want[0]].description in cats[0].criteria
+    placed = triage.assign(cats, items)
+    for q in errors:  # the top code: the first category (rank order) whose code fires
+        assert placed[q] == next((c for c in want if c in hand[q]), RESIDUAL)
+    # at most max_categories, one slot kept for the residual
+    two = triage.define(items, 2)
+    assert [c.id for c in two] == [want[0], RESIDUAL]
+    # no code fires on two of these errors: the inner triage defines and assigns
+    bare = [i for i in items if not hand[i.qid]][:6]
+    inner = triage.define(bare, 3)
+    assert inner and all(c.id.startswith("c") for c in inner)
+    assert set(triage.assign(inner, bare)) == {i.qid for i in bare}
+
+
+def test_diagnoses_quote_the_trace_verbatim_with_hand_counted_shares() -> None:
+    questions, records, splits, errors = _parts()
+    train = {q: v for q, v in questions.items() if splits[q] == "train"}
+    tax = _taxonomy()
+    fired = fire_codes(tax, train, records, errors)
+    rows = errors[:12]
+    codes = coded_diagnosis(tax, fired, rows, name=lambda q: f"v-{q}", top=6, evidence=3)
+    hand = Counter(c for q in rows for c in _by_hand(records[q]))
+    assert {c["id"]: c["n"] for c in codes} == dict(hand)
+    assert [c["n"] for c in codes] == sorted((c["n"] for c in codes), reverse=True)
+    for c in codes:
+        assert c["of"] == len(rows) and c["share"] == round(c["n"] / len(rows), 4)
+        assert c["taxonomy"] == tax.fingerprint and c["axis"] == c["id"][0]
+        assert 1 <= len(c["evidence"]) <= min(3, c["n"])
+        for ev in c["evidence"]:
+            q = ev["row"].removeprefix("v-")
+            assert c["id"] in _by_hand(records[q])
+            text, lines = error_trace(records[q], questions[q])
+            assert ev["quote"] in lines or text.startswith(ev["quote"])  # verbatim
+    a1 = next(c for c in codes if c["id"] == "A.1")
+    assert all("tool_error" in e["quote"] and "timeout" in e["quote"] for e in a1["evidence"])
+    assert all("period_probe" in e["quote"] for e in a1["evidence"])  # real tool ids
+
+
+# ------------------------------------------------------------------------- the round, in memory
+class _Planner:
+    """A local planner that writes one card per bucket from its dossier (fast, deterministic)."""
+
+    name = "stub-planner"
+
+    def plan(self, d: Dossier, feedback: Any = ()) -> ContractCard:
+        return ContractCard(
+            d.bucket_id, "create", "tool", "", "missing_measurement", f"the cause of {d.label}",
+            "measure it", Contract(measurement=f"m.{d.bucket_id}"), Scope(),
+        )  # fmt: skip
+
+
+def _round(root: Path, taxonomy: TaxonomyConfig, parts: tuple) -> RoundContext:
+    questions, records, splits, errors = parts
+    cfg = ProtocolConfig(taxonomy=taxonomy)
+    train = [q for q in questions.values() if splits[q.id] == "train"]
+    val = [q for q in questions.values() if splits[q.id] == "val"]
+    store = RunStore.create(root, {"seed": 0, "purpose": "consumers test"})
+    ctx = RoundContext(
+        1, Library(), train, val, RoleSet.builtin(local_planner=_Planner()), cfg, None, None, store,
+        lambda s: None, 1, ViewIds(questions.values(), "0"),
+    )  # fmt: skip
+    ctx.base = {q.id: records[q.id] for q in train}
+    ctx.errors = list(errors)
+    assert cluster(ctx).stop is None
+    plan(ctx)
+    return ctx
+
+
+def _bytes(ctx: RoundContext) -> dict[str, bytes]:
+    p = ctx.paths
+    assert p is not None
+    return {f.name: f.read_bytes() for f in (p.buckets, p.splits, p.contracts, p.groups)}
+
+
+@pytest.fixture(scope="module")
+def rounds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RoundContext]:
+    parts = _parts()
+    root = tmp_path_factory.mktemp("consumers")
+    path = str(save_taxonomy(_taxonomy(), root / "taxonomy.json"))
+    arms = {
+        "protocol": TaxonomyConfig(),
+        "pinned_off": TaxonomyConfig(path=path),
+        "beside": TaxonomyConfig(path=path, triage=True, diagnoses="beside"),
+        "instead": TaxonomyConfig(path=path, diagnoses="instead"),
+    }
+    return {k: _round(root / k, cfg, parts) for k, cfg in arms.items()}
+
+
+def test_off_leaves_the_round_bytes_as_the_protocol(rounds: dict[str, RoundContext]) -> None:
+    base = _bytes(rounds["protocol"])
+    assert _bytes(rounds["pinned_off"]) == base
+    assert b"taxonomy" not in b"".join(base.values())
+    assert all(not d.codes for d in rounds["pinned_off"].dossiers.values())
+    assert all(not c.codes for g in rounds["pinned_off"].groups for c in g.cards)
+
+
+def test_coded_round_records_the_fingerprint_and_carries_codes(
+    rounds: dict[str, RoundContext],
+) -> None:
+    import json
+
+    fp = _taxonomy().fingerprint
+    ctx = rounds["beside"]
+    assert ctx.paths is not None
+    buckets = json.loads(ctx.paths.buckets.read_text())
+    assert buckets["taxonomy"]["fingerprint"] == fp and buckets["taxonomy"]["triage"] == "codes"
+    cats = {b["category"]["id"] for b in buckets["buckets"]}
+    assert cats and cats <= {"A.1", "B.1", "A.2", RESIDUAL}
+    contracts = json.loads(ctx.paths.contracts.read_text())
+    assert contracts["diagnoses"]["fingerprint"] == fp
+    assert set(contracts["diagnoses"]["buckets"]) == set(ctx.dossiers)
+    for bid, d in ctx.dossiers.items():
+        code = bid.split(".", 1)[1]
+        if code != RESIDUAL:  # a coded bucket's top code is its own
+            assert d.codes[0]["id"] == code and d.codes[0]["share"] == 1.0
+        support = {e.question.id for e in d.support}
+        assert {e["row"] for c in d.codes for e in c["evidence"]} <= support
+        assert d.criteria  # beside keeps the free text
+    cards = [c for g in ctx.groups for c in g.cards]
+    assert cards and all(c.codes == ctx.dossiers[c.bucket_id].codes for c in cards)
+    assert all(c.root_cause for c in cards)
+    inst = rounds["instead"]
+    assert all(not d.criteria for d in inst.dossiers.values())
+    assert any(d.codes for d in inst.dossiers.values())
+    assert all(not c.root_cause and not c.failure_type for g in inst.groups for c in g.cards)
+    # the buckets are the protocol's (cluster triage); only the dossiers changed
+    assert inst.paths is not None and rounds["protocol"].paths is not None
+    assert inst.paths.buckets.read_bytes() == rounds["protocol"].paths.buckets.read_bytes()
+
+
+def test_no_validation_content_reaches_the_consumers(rounds: dict[str, RoundContext]) -> None:
+    for name in ("beside", "instead"):
+        ctx = rounds[name]
+        assert ctx.paths is not None
+        for f in (ctx.paths.buckets, ctx.paths.contracts, ctx.paths.groups):
+            assert SENTINEL not in f.read_text()
+        assert SENTINEL not in repr([d.codes for d in ctx.dossiers.values()])
+    questions, records, splits, _ = _parts()
+    train = {q: v for q, v in questions.items() if splits[q] == "train"}
+    val = next(q for q, s in splits.items() if s == "val")
+    with pytest.raises(KeyError):  # a val id is not a train question: nothing fires on it
+        fire_codes(_taxonomy(), train, records, [val])
+
+
+def test_the_llm_planner_prompt_renders_codes_beside_or_instead_of_free_text(
+    rounds: dict[str, RoundContext],
+) -> None:
+    cfg = LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", cache_mode="off")
+    planner = LLMLocalPlanner(RoleContext(LLMClient(RoleConfigs(cfg))))
+    bid = next(b for b in rounds["beside"].dossiers if not b.endswith(RESIDUAL))
+    beside = rounds["beside"].dossiers[bid]
+    off = dataclasses.replace(beside, codes=())
+    code = beside.codes[0]
+    quote = code["evidence"][0]["quote"]
+    p_off, p_beside = planner.prompt(off), planner.prompt(beside)
+    assert f"Criteria: {beside.criteria}" in p_off and "Coded diagnosis" not in p_off
+    assert f"Criteria: {beside.criteria}" in p_beside and "Coded diagnosis" in p_beside
+    assert f"- {code['id']} {code['name']} (axis {code['axis']}" in p_beside
+    assert f'"{quote}"' in p_beside
+    inst = next(d for d in rounds["instead"].dossiers.values() if d.codes)
+    p_inst = planner.prompt(inst)
+    assert "Criteria:" not in p_inst and "Coded diagnosis" in p_inst
+    assert inst.codes[0]["evidence"][0]["quote"] in p_inst
+    # without codes the prompt is the template's as before: the criteria line in its place
+    assert f"Category: {off.label}\nCriteria: {off.criteria}\n\nCurrent tool library:" in p_off
+
+
+def test_the_builtin_planner_records_its_coded_prior_as_a_mechanism_test(
+    rounds: dict[str, RoundContext],
+) -> None:
+    d = next(d for d in rounds["beside"].dossiers.values() if d.codes and d.side == "no_tool")
+    d = dataclasses.replace(d, background=d.background[:6])
+    prior = coded_prior(d)
+    assert prior is not None and prior["label"].startswith("mechanism test")
+    assert prior["code"] == d.codes[0]["id"] and prior["prior"] == "lifecycle_first"
+    on_c = dataclasses.replace(d, codes=({**d.codes[0], "axis": "C"},))
+    assert coded_prior(on_c)["prior"] == "create"  # type: ignore[index]
+    assert coded_prior(dataclasses.replace(d, codes=())) is None
+    planner = MeasurementPlanner()
+    coded, plain = planner.plan(d), planner.plan(dataclasses.replace(d, codes=()))
+    assert coded is not None and plain is not None
+    assert coded.plan["coded"] == prior and "coded" not in plain.plan
+    # on a no_tool bucket the prior changes nothing but the record
+    assert dataclasses.replace(coded, plan=plain.plan, codes=()) == plain
