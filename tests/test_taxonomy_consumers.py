@@ -65,6 +65,9 @@ def _taxonomy() -> Taxonomy:
         Code(id="C.1", category="C", name="Odd_Reason", severity="critical",
              detector=_det(("answer.reason_words", ">=", 7)), outcome_blind=True),
         Code(id="C.2", category="C", name="No_Detector", description="prose only"),
+        # fires on every error (every question has three options): it separates nothing
+        Code(id="C.3", category="C", name="Three_Options", severity="minor",
+             detector=_det(("domain.n_options", "==", 3)), outcome_blind=True),
     ]  # fmt: skip
     return Taxonomy.create(codes, status="accepted")
 
@@ -91,7 +94,7 @@ def _by_hand(rec: AnswerRecord) -> list[str]:
         hit.append("A.2")
     if len(rec.base_reason.split()) >= 7:
         hit.append("C.1")
-    return hit
+    return [*hit, "C.3"]  # the fixture's questions all have three options
 
 
 def test_triage_categories_are_the_codes_firing_on_two_or_more_errors() -> None:
@@ -104,7 +107,10 @@ def test_triage_categories_are_the_codes_firing_on_two_or_more_errors() -> None:
     counts = Counter(c for q in errors for c in hand[q])
     assert counts["C.1"] == 1 and min(counts[c] for c in ("A.1", "B.1", "A.2")) >= 2
     sev = {"A.1": 3, "B.1": 2, "A.2": 1}  # critical, major, minor: ties go to the severer
-    want = sorted((c for c in counts if counts[c] >= 2), key=lambda c: (-counts[c], -sev[c]))
+    assert counts["C.3"] == len(errors)  # on every error: not a category
+    want = sorted(
+        (c for c in counts if 2 <= counts[c] < len(errors)), key=lambda c: (-counts[c], -sev[c])
+    )
     items = [error_item(questions[q], records[q]) for q in errors]
     triage = CodedTriage(RoleSet.builtin().triage, tax, {q: hand[q] for q in errors})
     cats = triage.define(items, 8)
@@ -118,8 +124,8 @@ def test_triage_categories_are_the_codes_firing_on_two_or_more_errors() -> None:
     # at most max_categories, one slot kept for the residual
     two = triage.define(items, 2)
     assert [c.id for c in two] == [want[0], RESIDUAL]
-    # no code fires on two of these errors: the inner triage defines and assigns
-    bare = [i for i in items if not hand[i.qid]][:6]
+    # no code but C.3 fires on these errors: the inner triage defines and assigns
+    bare = [i for i in items if hand[i.qid] == ["C.3"]][:6]
     inner = triage.define(bare, 3)
     assert inner and all(c.id.startswith("c") for c in inner)
     assert set(triage.assign(inner, bare)) == {i.qid for i in bare}
@@ -217,8 +223,8 @@ def test_coded_round_records_the_fingerprint_and_carries_codes(
     assert ctx.paths is not None
     buckets = json.loads(ctx.paths.buckets.read_text())
     assert buckets["taxonomy"]["fingerprint"] == fp and buckets["taxonomy"]["triage"] == "codes"
-    cats = {b["category"]["id"] for b in buckets["buckets"]}
-    assert cats and cats <= {"A.1", "B.1", "A.2", RESIDUAL}
+    top = {b["category"]["id"] for b in buckets["buckets"] if not b["parent"]}
+    assert top and top <= {"A.1", "B.1", "A.2", RESIDUAL}  # C.3 fires on all: not a category
     contracts = json.loads(ctx.paths.contracts.read_text())
     assert contracts["diagnoses"]["fingerprint"] == fp
     assert set(contracts["diagnoses"]["buckets"]) == set(ctx.dossiers)

@@ -9,13 +9,14 @@ here). Nothing of validation or test is read: the engine passes train questions 
 
 *Codes as triage categories* (:class:`CodedTriage`, ``taxonomy.triage``) wraps the round's triage
 role. Define: the codes firing on at least ``min_errors`` (2) errors of the sample, ranked by how
-many they fire on, then severity, then taxonomy order, at most ``max_categories``; when some
+many they fire on, then severity, then taxonomy order, at most ``max_categories`` (a code that
+fires on every error of the sample separates nothing and is left out); when some
 errors carry none of them, one slot is kept for a residual category ``uncoded`` (its bucket goes to
 the planner like any other). When no code qualifies (a taxonomy that does not fire on this side,
-or the re-split of the residual bucket), the inner triage defines the categories instead, so a
-residual bucket larger than ``resplit_above`` is split by the inner triage. Assign: each error's
-top code, the first defined category (in rank order) whose code fires on it; else ``uncoded``.
-A coded bucket is split only when its members' top codes differ (they rarely do).
+or the re-split of a bucket, where the bucket's own code fires on every member), the inner
+triage defines the categories instead, so a bucket larger than ``resplit_above`` is split by the
+inner triage unless another code separates its members. Assign: each error's top code, the first
+defined category (in rank order) whose code fires on it; else ``uncoded``.
 
 *Coded diagnoses* (:func:`coded_diagnosis`, ``taxonomy.diagnoses``): per bucket, over the support
 rows the planner sees (never the held-out rows of the prefilter), the top ``top`` codes by share
@@ -215,10 +216,10 @@ class CodedTriage:
         return Category(cid, code.name, f"code {cid} ({code.category}): {text}; {n} of {of}")
 
     def define(self, errors: Sequence[ErrorItem], max_categories: int) -> list[Category]:
-        """The codes firing on >= ``min_errors`` errors (+ ``uncoded``), else the inner triage's."""
+        """The codes firing on >= ``min_errors`` errors but not all (+ ``uncoded``), else the inner's."""
         counts = Counter(c for e in errors for c in self.fired.get(e.qid, ()))
         ranked = sorted(
-            (c for c, n in counts.items() if n >= self.min_errors),
+            (c for c, n in counts.items() if self.min_errors <= n < len(errors)),
             key=lambda c: (-counts[c], -_weight(self.taxonomy[c]), self._order[c]),
         )[:max_categories]
         if not ranked:
