@@ -1,4 +1,10 @@
-"""The builtin Mara chain: a deterministic, delta-guided search over a rejected draft's templates.
+"""The Mara chain loop, and its builtin step: a deterministic, delta-guided search over templates.
+
+:func:`run_chain` runs one chain with a step proposer: :class:`BuiltinProposer` (below) or the LLM
+step (:mod:`tsevo.evolve.chain_llm`: an analysis call, then a mutation call, both checked against
+tsevo's row sets); checks, scoring, the ledger, stopping and the winner are shared. The rest of
+this docstring describes the builtin step.
+
 
 When none of a work group's direct attempts clears the prefilter bar and chains are on
 (``cfg.marachain.depth > 0``), :func:`run_builtin_chain` refines the chain's start v0 (chosen by
@@ -31,18 +37,16 @@ raw and credited scores and facts on the batch as strings in batch order (``batc
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tsevo.agent import AnswerRecord
 from tsevo.data import Question
-from tsevo.library.library import Library
 from tsevo.library.tool import Tool
 from tsevo.marachain import (
     Bar,
     BatchSpec,
-    ChainLedger,
     ChainNode,
     ChangeEntry,
     LedgerEntry,
@@ -61,77 +65,33 @@ from tsevo.marachain.step import (
     Move,
     Parent,
     artifact_key,
-    choose_move,
     outputs_of,
     plan_of,
     rule_variant,
 )
-from tsevo.roles.protocols import Example, Synthesizer, WorkGroup
 
-__all__ = ["LABEL", "ChainSplitError", "TrainOnlyEvaluator", "rule_variant", "run_builtin_chain"]
+from .chain_types import (
+    LABEL,
+    BuiltinProposer,
+    ChainInputs,
+    ChainSplitError,
+    Proposal,
+    StepState,
+    TrainOnlyEvaluator,
+)
 
-#: How reports name this chain.
-LABEL = "builtin chain"
-
-
-class ChainSplitError(RuntimeError):
-    """A chain asked for a split other than train (validation and test never feed a chain)."""
-
-
-class TrainOnlyEvaluator:
-    """An evaluator for chain scoring: answers train questions only, raises on anything else."""
-
-    def __init__(self, inner: Any, train: Mapping[str, Question]) -> None:
-        self.inner = inner
-        self.train = train
-
-    def answer(
-        self, split: str, library: Library, questions: Sequence[Question]
-    ) -> dict[str, AnswerRecord]:
-        """The inner evaluator's records, after checking that every question is on train.
-
-        Raises:
-            ChainSplitError: For a split other than ``train`` or a question not on train.
-        """
-        if split != "train":
-            raise ChainSplitError(
-                f"a Mara chain asked for the {split!r} split; chains see train only"
-            )
-        off = [q.id for q in questions if q.id not in self.train]
-        if off:
-            raise ChainSplitError(f"a Mara chain asked for non-train questions, e.g. {off[:3]}")
-        recs: dict[str, AnswerRecord] = self.inner.answer(split, library, questions)
-        return recs
-
-
-@dataclass
-class ChainInputs:
-    """What a group's chain needs from synthesis (built by ``run_group``)."""
-
-    group: WorkGroup
-    round_: int
-    library: Library
-    held_qs: Sequence[Question]
-    base: Mapping[str, AnswerRecord]
-    train: Mapping[str, Question]
-    synthesizer: Synthesizer
-    examples: Sequence[Example]
-    #: ``(attempt record, draft)`` of every direct attempt, in order.
-    tries: Sequence[tuple[Any, Tool]]
-    #: The harm probe of a draft (the one synthesis uses).
-    probe_of: Callable[[Tool], list[Question]]
-    #: Stamp a draft with a suffix (``c1.s2``): its id, round and group.
-    stamp: Callable[[Tool, str], Tool]
-    #: Check (and calibrate) a draft: ``(draft, record) -> (draft, violations)``.
-    check: Callable[[Tool, Any], tuple[Tool, list[str]]]
-    #: Score a draft: ``(draft, probe, evaluator, record) -> records`` (the prefilter).
-    score: Callable[[Tool, Sequence[Question], Any, Any], Mapping[str, AnswerRecord]]
-    #: A fresh attempt record for a node ``(node_id, measurement)``.
-    new_record: Callable[[str, str], Any]
-    evaluator: Any
-    cfg: Any
-    ledger: ChainLedger
-    on_candidate: Callable[[Tool, Any], None] | None = None
+__all__ = [
+    "LABEL",
+    "BuiltinProposer",
+    "ChainInputs",
+    "ChainSplitError",
+    "Proposal",
+    "StepState",
+    "TrainOnlyEvaluator",
+    "rule_variant",
+    "run_builtin_chain",
+    "run_chain",
+]
 
 
 def _node_score(
@@ -214,11 +174,11 @@ def _score_node(
     guarded: TrainOnlyEvaluator,
     rec: Any,
     batch: BatchSpec,
-) -> tuple[NodeScore, dict[str, dict[str, Any]]]:
-    """Score a checked draft on the batch (the prefilter), with per-row facts and tool outputs."""
+) -> tuple[NodeScore, dict[str, dict[str, Any]], Mapping[str, AnswerRecord]]:
+    """Score a checked draft on the batch (the prefilter): score, tool outputs, answer records."""
     recs = inp.score(draft, probe, guarded, rec)
     facts = row_facts(draft, [*inp.held_qs, *probe], recs)
-    return _node_score(batch, rec, recs, facts), outputs_of(draft, recs)
+    return _node_score(batch, rec, recs, facts), outputs_of(draft, recs), recs
 
 
 def _gain(path: ScoreHistory, nid: str) -> int:
@@ -230,7 +190,18 @@ def _gain(path: ScoreHistory, nid: str) -> int:
 
 
 def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[str, Any] | None]:
+    """Run chain 1 of a group whose direct attempts all missed the bar, with the builtin step."""
+    return run_chain(inp, BuiltinProposer(inp))
+
+
+def run_chain(
+    inp: ChainInputs, proposer: Any
+) -> tuple[tuple[Tool, Any] | None, dict[str, Any] | None]:
     """Run chain 1 of a group whose direct attempts all missed the bar.
+
+    ``proposer`` picks each step's move (:class:`BuiltinProposer`, or the LLM step of
+    ``tsevo.evolve.chain_llm``); everything else (checks, scoring, the ledger, stopping, the
+    winner) is the same for both. Two refused steps in a row stop the chain.
 
     Returns:
         The winner ``(draft, record)`` (or ``None``) and the chain's record for
@@ -258,7 +229,7 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
     # v0 rescored on the chain's batch (its own probe, so the same rollouts: cache hits)
     rec0 = inp.new_record(v0.id, v0.contract.measurement)
     rec0.checked = True
-    v0_score, v0_out = _score_node(inp, v0, probe, guarded, rec0, batch)
+    v0_score, v0_out, v0_recs = _score_node(inp, v0, probe, guarded, rec0, batch)
     history = ScoreHistory.start(batch).extend(
         v0.id, v0_score, ChangeEntry.make(1, v0.id, "start", f"v0: direct attempt {v0.id}")
     )
@@ -267,6 +238,10 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
     v0_node = next(n for n in direct if n.node_id == v0.id)
     chain_nodes = [replace(v0_node, score=v0_score)]
     made: dict[str, tuple[Tool, Any]] = {v0.id: (v0, rec0)}
+    scored: dict[str, tuple[Tool, NodeScore, Mapping[str, AnswerRecord]]] = {
+        v0.id: (v0, v0_score, v0_recs)
+    }
+    analyses: list[dict[str, Any]] = []
     nodes: list[dict[str, Any]] = []
     tried = [rec.measurement for rec, _ in inp.tries]
     seen = {artifact_key(d) for _, d in inp.tries}
@@ -275,6 +250,7 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
     par = Parent(v0, v0_score, genomes[v0.id], v0_out)
     stopped = "depth reached"
     seq = len(direct)
+    refused = 0
     for step in range(1, mara.depth + 1):
         nid = chain_node_id(r, gid, 1, step)
         key = f"{nid}:score"
@@ -282,67 +258,87 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
         reason = None
         if not inp.ledger.has(key):
             reason = inp.ledger.stop_reason(
-                mara.round_caps(),
-                mara.run_caps(),
-                next_step=Spend(steps=1, rollouts=len(batch.qids)),
+                mara.round_caps(), mara.run_caps(), next_step=proposer.next_spend(len(batch.qids))
             )
         if reason is not None:
             stopped = reason
             break
-        move, lead, cats, order = choose_move(par, bar, inp, tried, seen, history, record, genomes)
-        if move is None:
-            stopped = "exhausted"
+        st = StepState(
+            step, nid, cid, par, history, bar, batch, v0, tried, seen, record, genomes, scored,
+            analyses,
+        )  # fmt: skip
+        prop = proposer.propose(st)
+        move = prop.move
+        if move is None and not prop.invalid:
+            stopped = prop.stop
             break
-        seen.add(artifact_key(move.draft))
-        if move.axis == "measurement":
-            tried.append(move.draft.contract.measurement)
-        draft, rec, violations = _mutate(inp, move, step, nid)
         node: dict[str, Any] = {
             "node_id": nid,
             "parent_id": par.draft.id,
-            "axis": move.axis,
-            "category": lead,
-            "categories": cats,
-            "families": order,
-            "subject": move.subject,
-            "measurement": draft.contract.measurement,
+            "axis": move.axis if move is not None else "llm",
+            "category": prop.lead,
+            "categories": dict(prop.cats),
+            "families": list(prop.order),
+            "subject": move.subject if move is not None else "refused reply",
+            "measurement": par.draft.contract.measurement,
+            **dict(prop.extra),
         }
+        invalid = prop.invalid
+        if not invalid and move is not None and artifact_key(move.draft) in seen:
+            invalid = "repeats an artifact already scored"
         score: NodeScore | None = None
         out: dict[str, dict[str, Any]] = {}
-        if violations:
-            rec.violations = list(violations)
-            rec.outcome = "rejected_check"
+        draft = par.draft
+        if invalid or move is None:
             spend = Spend(steps=1, invalid=1)
-            node.update(outcome="rejected_check", violations=list(violations))
+            node.update(outcome="invalid_reply", violations=[invalid])
+            violations = [invalid]
+            refused += 1
         else:
-            rec.checked = True
-            score, out = _score_node(inp, draft, probe, guarded, rec, batch)
-            spend = Spend(steps=1, rollouts=len(batch.qids))
-            path = history.extend(
-                nid,
-                score,
-                ChangeEntry.make(
+            refused = 0
+            seen.add(artifact_key(move.draft))
+            if move.axis == "measurement":
+                tried.append(move.draft.contract.measurement)
+            draft, rec, violations = _mutate(inp, move, step, nid)
+            node["measurement"] = draft.contract.measurement
+            if violations:
+                rec.violations = list(violations)
+                rec.outcome = "rejected_check"
+                spend = Spend(steps=1, invalid=1)
+                node.update(outcome="rejected_check", violations=list(violations))
+            else:
+                rec.checked = True
+                score, out, recs = _score_node(inp, draft, probe, guarded, rec, batch)
+                scored[nid] = (draft, score, recs)
+                spend = Spend(steps=1, rollouts=len(batch.qids))
+                change = ChangeEntry.make(
                     len(history.nodes) + 1,
                     nid,
                     move.axis,
                     move.subject,
                     resolves=tuple(history.residuals() or history.harms()),
-                ),
-            )
-            gain = _gain(path, nid)
-            record.append((move.axis, gain))
-            node.update(
-                outcome=rec.outcome,
-                repairs=len(score.repairs),
-                harms=len(score.harms),
-                gain=gain,
-                raw_sum=score.raw_sum,
-                raw=_bits(score.raw),
-                credited=_bits(score.credited),
-                facts="".join(score.facts),
-                fixed=list(path.fixed(nid)),
-                broke=list(path.broke(nid)),
-            )
+                )
+                if move.change is not None:
+                    change = replace(move.change, seq=len(history.nodes) + 1)
+                path = history.extend(nid, score, change)
+                gain = _gain(path, nid)
+                record.append((move.axis, gain))
+                node.update(
+                    outcome=rec.outcome,
+                    repairs=len(score.repairs),
+                    harms=len(score.harms),
+                    gain=gain,
+                    raw_sum=score.raw_sum,
+                    raw=_bits(score.raw),
+                    credited=_bits(score.credited),
+                    facts="".join(score.facts),
+                    fixed=list(path.fixed(nid)),
+                    broke=list(path.broke(nid)),
+                )
+            made[nid] = (draft, rec)
+            genomes[nid] = move.genome
+            if inp.on_candidate is not None:
+                inp.on_candidate(draft, rec)
         inp.ledger.record(
             LedgerEntry(
                 key,
@@ -353,8 +349,8 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
                 "step" if score else "invalid",
                 "",
                 spend,
-                category=lead,
-                label=f"{LABEL}: {move.subject}"[:120],
+                category=prop.lead,
+                label=f"{proposer.label}: {node['subject']}"[:120],
             )
         )
         chain_nodes.append(
@@ -367,22 +363,24 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
                 par.draft.id,
                 cid,
                 seq,
-                _hash(draft),
+                _hash(draft) if move is not None and not invalid else f"invalid.{nid}",
                 score,
                 "" if score is not None else "; ".join(violations),
             )
         )
         seq += 1
-        made[nid] = (draft, rec)
-        genomes[nid] = move.genome
         nodes.append(node)
-        if inp.on_candidate is not None:
-            inp.on_candidate(draft, rec)
+        if "analysis" in prop.extra:
+            analyses.append(dict(prop.extra["analysis"]))
+        if refused >= 2:
+            stopped = "two refused steps in a row"
+            break
         if score is not None:
             if early_stop(score, mara.acceptance, bar).yes:
                 stopped = f"early stop at {nid}"
                 break
             if (score.net, len(score.repairs)) >= (par.score.net, len(par.score.repairs)):
+                assert move is not None
                 par = Parent(draft, score, move.genome, out)  # not worse: edit this node next
                 history = path
             else:  # worse than its parent (what it broke outweighs what it fixed): back off
@@ -390,7 +388,7 @@ def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[s
     won = winner(chain_nodes, batch.root_score(), mara.acceptance, bar)
     result = made[won.node_id] if won.yes and won.node_id is not None else None
     record_out = {
-        "label": LABEL,
+        "label": proposer.label,
         "chain_id": cid,
         "acceptance": mara.acceptance,
         "start": start.to_dict(),

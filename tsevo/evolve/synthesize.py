@@ -47,7 +47,9 @@ from tsevo.roles.protocols import (
     WorkGroup,
 )
 
-from .chain import LABEL, ChainInputs, run_builtin_chain
+from .chain import ChainInputs, run_chain
+from .chain_llm import LLMProposer
+from .chain_types import BuiltinProposer
 from .checks import calibrate, check_draft, deliverable_signature, smoke_inputs
 from .config import ProtocolConfig
 from .evaluate import Evaluator
@@ -237,7 +239,7 @@ def run_group(
             ledger if ledger is not None else ChainLedger(),
         )  # fmt: skip
         if out.chain is not None:
-            out.stopped = f"{LABEL}: {out.chain['stopped']}"
+            out.stopped = f"{out.chain['label']}: {out.chain['stopped']}"
     if best is not None:
         out.survivor = best[0]
     if not out.stopped:
@@ -265,7 +267,11 @@ def _chain(
     on_candidate: Callable[[Tool, AttemptRecord], None] | None,
     ledger: ChainLedger,
 ) -> tuple[tuple[Tool, AttemptRecord] | None, dict[str, Any] | None]:
-    """The builtin Mara chain of a group whose direct attempts all missed the bar."""
+    """The Mara chain of a group whose direct attempts all missed the bar.
+
+    The step is the LLM's (two calls) when the synthesizer offers ``chain_stepper()``, else the
+    builtin delta-guided search.
+    """
 
     def check(d: Tool, rec: AttemptRecord) -> tuple[Tool, list[str]]:
         rows = [q for q in train.values() if q.id not in exclude and scope_matches(d.scope, q)]
@@ -295,8 +301,13 @@ def _chain(
         cfg=cfg,
         ledger=ledger,
         on_candidate=on_candidate,
+        label=ids.opaque,
+        real=ids.real,
     )
-    return run_builtin_chain(inputs)
+    stepper = getattr(synthesizer, "chain_stepper", None)
+    if callable(stepper):  # an LLM synthesizer refines along an LLM chain
+        return run_chain(inputs, LLMProposer(inputs, stepper()))
+    return run_chain(inputs, BuiltinProposer(inputs))
 
 
 def _ablated(group: WorkGroup, cfg: ProtocolConfig) -> WorkGroup:

@@ -274,6 +274,15 @@ class ScoreHistory:
             text += f"[{len(entries) - kept} older changelog entries left out]\n"
         return text
 
+    def table(self, label: Callable[[str], str] | None = None) -> str:
+        """The score table and flags of :meth:`render` alone (the part that is never cut)."""
+        show = label or (lambda q: q)
+        return self._table(show) + self._flags(show)
+
+    def entry_text(self, c: ChangeEntry, label: Callable[[str], str] | None = None) -> str:
+        """One changelog entry as :meth:`render` shows it."""
+        return self._entry(c, label or (lambda q: q))
+
     def _table(self, show: Callable[[str], str]) -> str:
         b = self.batch
         names = ["root", *(f"N{i}" for i in range(1, len(self.nodes) + 1))]

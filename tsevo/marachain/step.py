@@ -25,7 +25,7 @@ from tsevo.roles.builtin.measure import SpecCache
 from tsevo.roles.protocols import AttemptFeedback, WorkGroup
 
 from .genome import Genome, evidence_right, genome_draft, genome_of, support_cv, with_rule
-from .history import ScoreHistory
+from .history import ChangeEntry, ScoreHistory
 from .moves import (
     blame_order,
     categories,
@@ -89,12 +89,17 @@ def rule_variant(rule: Any, wider: bool) -> Any:
 
 @dataclass(frozen=True)
 class Move:
-    """One chain step's edit: its family (``axis``), changelog subject, draft and genome."""
+    """One chain step's edit: its family (``axis``), changelog subject, draft and genome.
+
+    ``change`` is the changelog entry tsevo wrote for it when the step has more to say than its
+    subject (an LLM step's actions, fields and diff); the engine renumbers its ``seq``.
+    """
 
     axis: str
     subject: str
     draft: Tool
     genome: Genome | None = None
+    change: ChangeEntry | None = None
 
 
 @dataclass

@@ -51,6 +51,8 @@ from tsevo.roles.protocols import (
     WorkGroup,
 )
 
+from .chain_script import analyse_reply, mutate_reply
+
 __all__ = ["KINDS", "BuiltinResponder"]
 
 #: Request kind -> prompt asset whose first line identifies it.
@@ -67,6 +69,8 @@ KINDS: dict[str, str] = {
     "coordinate": "planner_global",
     "synthesize": "synthesizer",
     "repair": "synthesizer_repair",
+    "chain_analyse": "chain_analyse",
+    "chain_mutate": "chain_mutate",
 }
 
 Injected = Any  # a Fault, a str/dict reply, or a function of the correct reply dict
@@ -391,6 +395,13 @@ class BuiltinResponder:
         )
         fixed = self.roles.synthesizer.repair(group, draft, violation, [])
         return _tool_json(fixed)
+
+    # ------------------------------------------------------------------ the Mara chain step
+    def _chain_analyse(self, prompt: str) -> dict[str, Any]:
+        return analyse_reply(prompt)
+
+    def _chain_mutate(self, prompt: str) -> dict[str, Any]:
+        return mutate_reply(prompt)
 
 
 def _skip_card() -> dict[str, Any]:

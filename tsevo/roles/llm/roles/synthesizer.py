@@ -15,92 +15,22 @@ violation there gets one :meth:`LLMSynthesizer.repair`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from typing import Any, Literal
-
-import pydantic
+from typing import Any
 
 from tsevo.library.library import Library, slug
-from tsevo.library.sandbox import check_source
-from tsevo.library.tool import Contract, Guidance, Provenance, ReadingRule, Tool
+from tsevo.library.tool import Contract, Guidance, Provenance, Tool
 
 from ...protocols import AttemptFeedback, Example, WorkGroup
 from ._common import RoleContext, dumps, render_rows, trim_to_budget
 from .catalog import render_primitives, render_sandbox_rules
+from .chain import LLMChainStepper
 from .planner import dossier_row
+from .toolreply import RuleReply, SynthReply, check_reply, rule_of
 
 __all__ = ["LLMSynthesizer", "RuleReply", "SynthReply", "render_library", "tool_from_reply"]
 
 ZERO_REPAIR_OUTCOMES = ("no_repair", "rejected_check", "exec_errors")
-
-
-class RuleReply(pydantic.BaseModel):
-    """A reading rule as the model writes it."""
-
-    kind: Literal["label", "nearest_number", "extremum"]
-    key: str = ""
-    bins: list[float] = pydantic.Field(default_factory=list)
-    labels: list[str] = pydantic.Field(default_factory=list)
-    scale: float = 1.0
-    offset: float = 0.0
-    prefix: str = ""
-    mode: Literal["min", "max"] = "min"
-    margin: float = pydantic.Field(default=0.0, ge=0.0, description="abstain band")
-    confidence: float = pydantic.Field(default=0.5, ge=0.0, le=1.0)
-
-
-class SynthReply(pydantic.BaseModel):
-    """The synthesizer's JSON contract."""
-
-    source: str = pydantic.Field(max_length=16000)
-    function_name: str = pydantic.Field(max_length=80)
-    outputs: list[str] = pydantic.Field(max_length=32)
-    measurement: str = pydantic.Field(max_length=160)
-    description: str = pydantic.Field(max_length=300)
-    guidance: str = pydantic.Field(max_length=800)
-    reading_rule: RuleReply | None
-    give_up: bool
-
-
-def _rule(r: RuleReply | None) -> ReadingRule | None:
-    if r is None:
-        return None
-    return ReadingRule(
-        r.kind,
-        key=r.key,
-        bins=tuple(r.bins),
-        labels=tuple(r.labels),
-        scale=r.scale,
-        offset=r.offset,
-        prefix=r.prefix,
-        mode=r.mode,
-        margin=r.margin,
-        confidence=r.confidence,
-    )
-
-
-def check_reply(r: SynthReply) -> str | None:
-    """Problems of a synthesizer reply the model can fix (None when usable)."""
-    if r.give_up:
-        return None
-
-    if not r.source.strip():
-        return "source is empty; write the function (or set give_up to true)"
-    gate = check_source(r.source)
-    if not gate.ok:
-        return "the source is refused by the sandbox gate: " + "; ".join(gate.reasons[:4])
-    try:
-        rule = _rule(r.reading_rule)
-    except ValueError as e:
-        return f"reading_rule is invalid: {e}"
-    bad = [k for k in r.outputs if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", k)]
-    if bad:
-        return f"output keys must be identifiers of at most 64 characters: {bad[:4]}"
-    missing = [k for k in rule.read_keys() if k not in r.outputs] if rule is not None else []
-    if missing:
-        return f"reading_rule reads {missing} that are not among the outputs {r.outputs}"
-    return None
 
 
 def tool_from_reply(
@@ -109,7 +39,7 @@ def tool_from_reply(
     """Build the draft tool of a (validated) reply; None when the model gave up."""
     if r.give_up:
         return None
-    rule = _rule(r.reading_rule)
+    rule = rule_of(r.reading_rule)
     outputs = tuple(dict.fromkeys(r.outputs))
     measurement = r.measurement.strip() or group.contract.measurement
     calibration = None
@@ -237,6 +167,14 @@ class LLMSynthesizer:
         self.max_examples = max_examples
         self.library = library
         self.name = f"llm-synthesizer:{ctx.model(self.role)}"
+
+    def chain_stepper(self) -> LLMChainStepper:
+        """The LLM Mara chain step on this synthesizer's client (an ``LLMChainStepper``).
+
+        The round engine runs an LLM chain, instead of the builtin one, for a synthesizer that
+        has this method.
+        """
+        return LLMChainStepper(self.ctx)
 
     def for_library(self, library: Library) -> LLMSynthesizer:
         """A synthesizer that shows ``library`` (the round's current chain) in its prompts."""
