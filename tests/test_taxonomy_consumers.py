@@ -11,6 +11,7 @@ byte for byte those of the protocol.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,11 @@ import pytest
 
 from tests.taxonomy_fixtures import SENTINEL, planted_parts
 from tsevo.agent import AnswerRecord
+from tsevo.data import Suite
 from tsevo.evolve.cluster import error_item
 from tsevo.evolve.config import ProtocolConfig
 from tsevo.evolve.round import cluster, plan
+from tsevo.evolve.run import evolve
 from tsevo.evolve.steps import RoundContext
 from tsevo.evolve.views import ViewIds
 from tsevo.library.library import Library
@@ -31,10 +34,10 @@ from tsevo.roles.builtin.lifecycle import coded_prior
 from tsevo.roles.builtin.planner import MeasurementPlanner
 from tsevo.roles.llm.client import LLMClient
 from tsevo.roles.llm.config import LLMConfig, RoleConfigs
-from tsevo.roles.llm.roles import LLMLocalPlanner, RoleContext
-from tsevo.roles.protocols import ContractCard, Dossier
+from tsevo.roles.llm.roles import LLMLocalPlanner, LLMSynthesizer, RoleContext
+from tsevo.roles.protocols import ContractCard, Dossier, Triage
 from tsevo.store import RunStore
-from tsevo.taxonomy import Code, Taxonomy, save_taxonomy
+from tsevo.taxonomy import Code, Taxonomy, TaxonomyError, save_taxonomy
 from tsevo.taxonomy.config import TaxonomyConfig
 from tsevo.taxonomy.consumers import (
     RESIDUAL,
@@ -113,6 +116,7 @@ def test_triage_categories_are_the_codes_firing_on_two_or_more_errors() -> None:
     )
     items = [error_item(questions[q], records[q]) for q in errors]
     triage = CodedTriage(RoleSet.builtin().triage, tax, {q: hand[q] for q in errors})
+    assert isinstance(triage, Triage)
     cats = triage.define(items, 8)
     uncoded = [q for q in errors if not set(hand[q]) & set(want)]
     assert uncoded, "the fixture has errors no code fires on"
@@ -216,8 +220,6 @@ def test_off_leaves_the_round_bytes_as_the_protocol(rounds: dict[str, RoundConte
 def test_coded_round_records_the_fingerprint_and_carries_codes(
     rounds: dict[str, RoundContext],
 ) -> None:
-    import json
-
     fp = _taxonomy().fingerprint
     ctx = rounds["beside"]
     assert ctx.paths is not None
@@ -301,3 +303,34 @@ def test_the_builtin_planner_records_its_coded_prior_as_a_mechanism_test(
     assert coded.plan["coded"] == prior and "coded" not in plain.plan
     # on a no_tool bucket the prior changes nothing but the record
     assert dataclasses.replace(coded, plan=plain.plan, codes=()) == plain
+
+
+def test_the_llm_synthesizer_prompt_renders_codes_beside_or_instead_of_free_text(
+    rounds: dict[str, RoundContext],
+) -> None:
+    cfg = LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", cache_mode="off")
+    synth = LLMSynthesizer(RoleContext(LLMClient(RoleConfigs(cfg)))).for_library(Library())
+    g0 = rounds["protocol"].groups[0]
+    g1 = next(g for g in rounds["beside"].groups if g.cards[0].codes)
+    g2 = next(g for g in rounds["instead"].groups if g.cards[0].codes)
+    p0, p1, p2 = (synth.prompt(g, 1, (), ()) for g in (g0, g1, g2))
+    c0, c1, c2 = g0.cards[0], g1.cards[0], g2.cards[0]
+    # off: the planners' free text as before, line for line
+    assert f"- {c0.bucket_id}: {c0.failure_type}; root cause: {c0.root_cause}; focus:" in p0
+    assert "coded diagnosis" not in p0
+    assert f"; root cause: {c1.root_cause}; focus:" in p1 and "coded diagnosis" in p1
+    assert f"{c1.codes[0]['id']} {c1.codes[0]['name']}" in p1
+    assert f'"{c1.codes[0]["evidence"][0]["quote"]}"' in p1
+    assert "root cause:" not in p2 and "coded diagnosis" in p2
+    assert f"- {c2.bucket_id}: focus: {c2.focus}" in p2
+    assert f'"{c2.codes[0]["evidence"][0]["quote"]}"' in p2
+
+
+def test_a_run_refuses_an_unusable_pinned_taxonomy_before_any_round(tmp_path: Path) -> None:
+    questions, _, splits, _ = _parts(30)
+    suite = Suite("planted", list(questions.values()), splits)
+    draft = save_taxonomy(_taxonomy().with_status("draft"), tmp_path / "draft.json")
+    cfg = ProtocolConfig(taxonomy=TaxonomyConfig(path=str(draft), diagnoses="beside"))
+    with pytest.raises(TaxonomyError, match=r"draft\.json"):
+        evolve(suite, config=cfg, out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -14,6 +14,7 @@ from tsevo.library.roots import make_root
 from tsevo.library.sandbox import Sandbox
 from tsevo.roles import Callback, RoleSet, RunStopped
 from tsevo.store import RunStore, run_lock
+from tsevo.taxonomy.consumers import Consumers
 
 from .ablation import ablation_manifest
 from .baseline import baseline_answerer, baseline_manifest
@@ -181,11 +182,14 @@ def evolve(
         RunStopped: A role stopped the run (budget, replay miss, endpoint down); the folder is left
             resumable and every callback saw the stop.
         ValueError: The folder holds another run, or a callback refused to resume it.
+        TaxonomyError: Codes as triage categories or coded diagnoses are on and the pinned
+            taxonomy is unreadable, not the pinned fingerprint, or not accepted.
     """
     cfg = config if config is not None else ProtocolConfig()
     roles = roles if roles is not None else RoleSet.builtin()
     if not suite.splits:
         raise ValueError("evolve needs a split suite (Suite.split)")
+    Consumers.of(cfg.taxonomy)  # a pinned taxonomy the rounds will read fails here, not later
     if not cfg.answer.is_default:  # an answering baseline: the run's answerer (refused on builtin)
         view = ViewIds(suite, str(cfg.seed)).view
         answerer = baseline_answerer(

@@ -121,11 +121,12 @@ def dossier_row(e: Example, *, series: bool = True) -> dict[str, Any]:
     return row
 
 
-def render_codes(codes: Sequence[Mapping[str, Any]]) -> str:
+def render_codes(codes: Sequence[Mapping[str, Any]], indent: str = "") -> str:
     """A coded diagnosis (``taxonomy.diagnoses``) as prompt lines: one code, then its evidence.
 
     Each code: id, name, axis, severity, how many support rows it fires on, its definition, the
-    verbatim trace lines quoted per row, and the codes it co-fires with.
+    verbatim trace lines quoted per row, and the codes it co-fires with; every line after
+    ``indent``.
     """
     lines = []
     for c in codes:
@@ -137,7 +138,7 @@ def render_codes(codes: Sequence[Mapping[str, Any]]) -> str:
         lines += [f'    row {e["row"]}: "{e["quote"]}"' for e in c.get("evidence", ())]
         if c.get("with"):
             lines.append(f"    co-fires with {', '.join(c['with'])}")
-    return "\n".join(lines)
+    return "\n".join(indent + ln for ln in lines)
 
 
 def _diagnosis(dossier: Dossier) -> str:

@@ -25,7 +25,7 @@ from ...protocols import AttemptFeedback, Example, WorkGroup
 from ._common import RoleContext, dumps, render_rows, trim_to_budget
 from .catalog import render_primitives, render_sandbox_rules
 from .chain import LLMChainStepper
-from .planner import dossier_row
+from .planner import dossier_row, render_codes
 from .toolreply import RuleReply, SynthReply, check_reply, rule_of
 
 __all__ = ["LLMSynthesizer", "RuleReply", "SynthReply", "render_library", "tool_from_reply"]
@@ -96,10 +96,22 @@ def _contract_text(group: WorkGroup) -> str:
 
 
 def _diagnosis(group: WorkGroup) -> str:
-    return "\n".join(
-        f"- {c.bucket_id}: {c.failure_type}; root cause: {c.root_cause}; focus: {c.focus}"
-        for c in group.cards
-    )
+    """The planners' diagnosis per card: free text, coded (``taxonomy.diagnoses``), or both.
+
+    A card whose free text the engine dropped (``instead``) keeps only its focus.
+    """
+    lines = []
+    for c in group.cards:
+        if c.failure_type or c.root_cause or not c.codes:
+            lines.append(
+                f"- {c.bucket_id}: {c.failure_type}; root cause: {c.root_cause}; focus: {c.focus}"
+            )
+        else:
+            lines.append(f"- {c.bucket_id}: focus: {c.focus}")
+        if c.codes:
+            lines += ["  coded diagnosis (codes of a pinned taxonomy, quoted trace lines):"]
+            lines.append(render_codes(c.codes, indent="  "))
+    return "\n".join(lines)
 
 
 def _draft_json(draft: Tool) -> str:
