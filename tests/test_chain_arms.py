@@ -19,10 +19,12 @@ from tsevo.analysis.chain_arms import (
     CHAIN_ARM_KEYS,
     CHAIN_ARMS,
     CHAIN_ARMS_COLUMNS,
+    CHAIN_RECOVERIES_COLUMNS,
     chain_arm_params,
     chain_arm_row,
     chain_arms_df,
     chain_arms_summary,
+    chain_recoveries_df,
     group_admissions,
 )
 from tsevo.evolve import ProtocolConfig
@@ -112,9 +114,19 @@ def test_arms_pair_by_seed_into_recovered_lost_and_attempt_matched_groups() -> N
     assert two["k_plus_d_recovered"] == ["g4"] and two["chain_only"] == ["g3"]
     assert (two["chain_steps"], two["chain_steps_bound"]) == (2, 3)
     assert (two["chain_rollouts"], two["chain_rollouts_bound"]) == (20, 30)
+    assert two["rollouts_per_recovered"] == 10.0  # 20 rollouts, 2 groups recovered
     assert (two["discard_gain_pp"], two["chain_gain_pp"], two["chain_harmed"]) == (5.0, 4.0, 3)
     one = f.set_index("seed").loc[1]
     assert one["chain_admitted"] == 1 and one["recovered"] is None and one["discard_status"] is None
+    assert one["rollouts_per_recovered"] is None
+    none = chain_arms_df([_arm(3, "discard", ["g1"]), _arm(3, "chain", ["g1"])]).iloc[0]
+    assert none["recovered"] == [] and none["rollouts_per_recovered"] is None
+
+
+def test_recoveries_need_a_chain_arm(tmp_path: Path) -> None:
+    run = _round(tmp_path, "accepted", True, ["r1.g1.a1"])
+    empty = chain_recoveries_df({"discard": run})
+    assert empty.empty and tuple(empty.columns) == CHAIN_RECOVERIES_COLUMNS
 
 
 def test_a_seed_arm_given_twice_or_an_unknown_arm_is_refused() -> None:

@@ -39,3 +39,22 @@ def test_dry_run_lists_points(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("would run") == len(grid_points(spec))
     assert "reference_root=chronos_seed=11" in out
+
+
+def test_marachain_spec_runs_the_benchmarks_arms_on_dev_seeds():
+    from tests.bench.marachain_paired import ARMS
+    from tsevo.evolve import ProtocolConfig
+    from tsevo.notebook import MaraChainStudyConfig
+
+    spec = load_spec(REPO / "experiments" / "marachain_paired.json")
+    assert spec.notebook_file().stem == MaraChainStudyConfig.notebook
+    points = grid_points(spec)
+    assert {(p["arms"], p["seed"]) for p in points} == {
+        (a, s) for a in ARMS for s in (101, 102, 103)
+    }
+    for p in points:
+        cfg = MaraChainStudyConfig.from_params(p)  # the notebook's config takes every point
+        bench = ProtocolConfig.from_params(
+            ARMS[p["arms"]], base=ProtocolConfig(rounds=1, seed=p["seed"])
+        )
+        assert cfg.protocol() == bench and cfg.suite_ref == f"synthetic:mixed:seed={p['seed']}"

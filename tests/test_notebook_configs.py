@@ -235,3 +235,63 @@ def test_ensure_run_reuses_a_finished_run(tiny_run: Path) -> None:
     assert nb.ensure_run(nb.GateConfig(run_dir=str(tiny_run)), log=lines.append) == tiny_run
     assert lines == [f"reusing the finished run in {tiny_run}"]
     assert sorted(p.name for p in (tiny_run / "evals").iterdir()) == before
+
+
+# ------------------------------------------------------------------------- the paired chain study
+def test_chain_study_arms_reuse_the_stage_and_chain_notebooks_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(nb.RUN_DIR_ENV, str(tmp_path / "run"))
+    cfg = nb.MaraChainStudyConfig()
+    assert cfg.arm_list() == list(analysis.CHAIN_ARMS)
+    # same protocol, same folder: discard is the stage run, chain the chain notebook's run
+    assert cfg.arm_protocol("discard") == nb.QuickstartConfig().protocol()
+    assert cfg.arm_run_path("discard") == nb.QuickstartConfig().run_path() == cfg.run_path()
+    assert cfg.arm_protocol("chain") == nb.MaraChainsConfig().protocol()
+    assert cfg.arm_run_path("chain") == nb.MaraChainsConfig().run_path()
+    kd = cfg.arm_protocol("discard_k_plus_d")
+    assert kd == ProtocolConfig(rounds=1, seed=5, max_synthesis_attempts=6)
+    assert cfg.arm_run_path("discard_k_plus_d") == tmp_path / "run-attempts6"
+    # another protocol never lands in another protocol's folder
+    strongest = nb.MaraChainStudyConfig(start="strongest", attempts=4)
+    assert strongest.arm_run_path("chain") == tmp_path / "run-attempts4-marachain-d3-strongest"
+    assert strongest.arm_run_path("discard") == tmp_path / "run-attempts4"
+    assert strongest.arm_protocol("chain").marachain.start == "strongest"
+
+
+def test_a_chain_study_cell_runs_its_one_arm_in_its_folder() -> None:
+    cell = nb.MaraChainStudyConfig.from_params(
+        {"run_dir": "cells/x/run", "arms": "chain", "size": "mixed", "seed": 101}
+    )
+    assert cell.run_path() == Path("cells/x/run") == Path(cell.arm_config("chain").run_dir)
+    assert cell.protocol() == cell.arm_protocol("chain") and cell.protocol().seed == 101
+    both = nb.MaraChainStudyConfig(run_dir="cells/x/run", arms="chain,discard")
+    assert both.run_path() == Path("cells/x/run-marachain-d3")
+    assert both.arm_run_path("discard") == Path("cells/x/run")
+    for bad in ("chain,chain", "", "chains"):
+        with pytest.raises(ValueError):
+            nb.MaraChainStudyConfig(arms=bad)
+    with pytest.raises(ValueError, match=r"marachain\.start"):
+        nb.MaraChainStudyConfig(start="best")
+
+
+@pytest.mark.slow
+def test_chain_study_rows_pair_only_runs_of_one_seed(
+    tiny_run: Path, chain_run: Path, tmp_path: Path
+) -> None:
+    cfg = nb.MaraChainStudyConfig()
+    rows = cfg.arm_rows({"discard": tiny_run, "chain": chain_run})
+    assert [(r["seed"], r["arm"]) for r in rows] == [(5, "discard"), (5, "chain")]
+    assert "g3" in analysis.chain_arms_df(rows).iloc[0]["recovered"]
+    won = analysis.chain_recoveries_df({"discard": tiny_run, "chain": chain_run})
+    assert tuple(won.columns) == analysis.CHAIN_RECOVERIES_COLUMNS
+    g3 = won.set_index("group").loc["g3"]
+    assert g3["chain_admitted"] is True and g3["discard_admitted"] is False
+    assert g3["k_plus_d_admitted"] is None and g3["step"] >= 1
+    other = tmp_path / "other"
+    shutil.copytree(tiny_run, other)
+    config = json.loads((other / "config.json").read_text())
+    config["protocol"]["seed"] = 6
+    (other / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="do not pair"):
+        cfg.arm_rows({"discard": other, "chain": chain_run})

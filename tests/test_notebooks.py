@@ -42,6 +42,7 @@ EXPECTED = [
     "94_study_gate_calibration",
     "95_study_multi_round",
     "96_study_funnel",
+    "97_study_marachain",
 ]
 KEEP = {"keep_output", "nbval-check-output"}
 

@@ -20,7 +20,7 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
   :func:`chain_records_df`, :func:`chain_diffs_df`, :func:`chain_depth`
 * the paired chain study (discard vs chain vs discard with K + d attempts):
   :func:`group_admissions`, :func:`chain_arm_params`, :func:`chain_arm_row`, :func:`chain_arms_df`,
-  :func:`chain_arms_summary`
+  :func:`chain_arms_summary`, :func:`chain_recoveries_df`
 * failure taxonomies: :func:`codes_df`, :func:`firings_df`, :func:`agreement_df`,
   :func:`versions_df`, :func:`gaps_df`, :func:`trace_flips_df`, :func:`taxonomy_metrics`
 """
@@ -31,10 +31,12 @@ from .chain_arms import (
     CHAIN_ARM_KEYS,
     CHAIN_ARMS,
     CHAIN_ARMS_COLUMNS,
+    CHAIN_RECOVERIES_COLUMNS,
     chain_arm_params,
     chain_arm_row,
     chain_arms_df,
     chain_arms_summary,
+    chain_recoveries_df,
     group_admissions,
 )
 from .failures import (
@@ -119,6 +121,7 @@ __all__ = [
     "CHAIN_LINEAGE_COLUMNS",
     "CHAIN_NODES_COLUMNS",
     "CHAIN_RECORDS_COLUMNS",
+    "CHAIN_RECOVERIES_COLUMNS",
     "CHAIN_SCORES_COLUMNS",
     "CHANGED_FLIPS_COLUMNS",
     "CODES_COLUMNS",
@@ -153,6 +156,7 @@ __all__ = [
     "chain_lineage_df",
     "chain_nodes_df",
     "chain_records_df",
+    "chain_recoveries_df",
     "chain_scores_df",
     "chain_table",
     "chains_df",

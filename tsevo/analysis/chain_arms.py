@@ -19,7 +19,8 @@ The arms as loose protocol parameters (:func:`chain_arm_params`, read by
 :func:`chain_arm_row` is one arm's run as one row (the groups' fate and the round's report-only
 test); :func:`chain_arms_df` pairs such rows by seed (the groups each arm admitted, the groups the
 chain recovered, its cost beside the bound, each arm's test gain with helped / harmed), and
-:func:`chain_arms_summary` totals them per arm. The test numbers are report-only: no arm's run read
+:func:`chain_arms_summary` totals them per arm; :func:`chain_recoveries_df` shows the chain nodes that
+won their group, against what the other arms admitted. The test numbers are report-only: no arm's run read
 them, and nothing here feeds them back.
 """
 
@@ -34,16 +35,19 @@ import pandas as pd
 from tsevo.marachain import parse_node_id
 
 from ._runs import Run, library_or_none, open_run
+from .marachain import chain_nodes_df
 
 __all__ = [
     "ADMISSION_KEYS",
     "CHAIN_ARMS",
     "CHAIN_ARMS_COLUMNS",
     "CHAIN_ARM_KEYS",
+    "CHAIN_RECOVERIES_COLUMNS",
     "chain_arm_params",
     "chain_arm_row",
     "chain_arms_df",
     "chain_arms_summary",
+    "chain_recoveries_df",
     "group_admissions",
 ]
 
@@ -156,6 +160,7 @@ CHAIN_ARMS_COLUMNS: tuple[str, ...] = (
     "chain_steps_bound",
     "chain_rollouts",
     "chain_rollouts_bound",
+    "rollouts_per_recovered",
     *(f"{a}_{k}" for a in CHAIN_ARMS for k in ("gain_pp", "helped", "harmed", "status")),
 )
 
@@ -256,7 +261,8 @@ def chain_arms_df(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     ``recovered`` (admitted with the chain, not by discard), ``lost`` (admitted by discard, not
     with the chain), ``k_plus_d_recovered`` (admitted by discard with K + d attempts, not by
     discard), ``chain_only`` (admitted with the chain, not by discard with K + d); the chain arm's
-    ``chain_steps`` / ``chain_rollouts`` beside ``chain_steps_bound`` / ``chain_rollouts_bound``;
+    ``chain_steps`` / ``chain_rollouts`` beside ``chain_steps_bound`` / ``chain_rollouts_bound``,
+    and ``rollouts_per_recovered`` (``None`` when the chain recovered nothing);
     per arm ``<arm>_gain_pp`` (report-only test gain, percentage points), ``<arm>_helped``,
     ``<arm>_harmed`` and ``<arm>_status``. Group lists are sorted ids; a column that needs an
     arm the seed lacks is ``None`` (the frame keeps Python objects: counts stay ints).
@@ -278,6 +284,8 @@ def chain_arms_df(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
         )
         for k in ("chain_steps", "chain_steps_bound", "chain_rollouts", "chain_rollouts_bound"):
             row[k] = None if chain is None else int(chain[k])
+        n_rec = len(row["recovered"] or [])
+        row["rollouts_per_recovered"] = round(row["chain_rollouts"] / n_rec, 1) if n_rec else None
         for a in CHAIN_ARMS:
             r = arms.get(a)
             gain = None if r is None or r["gain"] is None else round(100 * float(r["gain"]), 2)
@@ -331,3 +339,44 @@ def chain_arms_summary(
             arms["chain"]["admitted_total"] > arms["discard"]["admitted_total"] and len(more) >= 3
         ),
     }
+
+
+#: Columns of :func:`chain_recoveries_df`.
+CHAIN_RECOVERIES_COLUMNS: tuple[str, ...] = (
+    "group",
+    "node_id",
+    "step",
+    "axis",
+    "subject",
+    "repairs",
+    "harms",
+    "chain_admitted",
+    "discard_admitted",
+    "k_plus_d_admitted",
+)
+
+
+def chain_recoveries_df(runs: Mapping[str, Run], round_: int = 1) -> pd.DataFrame:
+    """The chain arm's winning nodes (a node past the bar), beside what each arm's gate admitted.
+
+    Args:
+        runs: Arm name -> its run (:data:`CHAIN_ARMS`; arms may be missing).
+        round_: The round read in every run.
+
+    Returns:
+        One row per group whose surviving artifact is a chain node, columns
+        :data:`CHAIN_RECOVERIES_COLUMNS`: the node (``node_id``, ``step``, the move's ``axis`` and
+        ``subject``, its batch ``repairs`` / ``harms``), and whether the group was admitted with
+        the chain, by discard and by discard with K + d attempts (``None`` without that arm).
+        Empty without a chain arm.
+    """
+    cols = list(CHAIN_RECOVERIES_COLUMNS)
+    if "chain" not in runs:
+        return pd.DataFrame(columns=cols)
+    admitted = {a: set(group_admissions(r, round_)["admitted"]) for a, r in runs.items()}
+    nodes = chain_nodes_df(runs["chain"])
+    won = nodes[(nodes["round"] == round_) & nodes["survivor"].astype(bool)].copy()
+    won["chain_admitted"] = won["group"].isin(admitted["chain"])
+    for arm, col in (("discard", "discard_admitted"), ("discard_k_plus_d", "k_plus_d_admitted")):
+        won[col] = [g in admitted[arm] if arm in admitted else None for g in won["group"]]
+    return won[cols].sort_values("group").reset_index(drop=True).astype(object)

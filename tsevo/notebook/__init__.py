@@ -54,6 +54,7 @@ from .studies import (
     FunnelConfig,
     GateCalibrationConfig,
     MainTableConfig,
+    MaraChainStudyConfig,
     MultiRoundConfig,
     StudyConfig,
     TransferConfig,
@@ -72,6 +73,7 @@ __all__ = [
     "GateCalibrationConfig",
     "GateConfig",
     "MainTableConfig",
+    "MaraChainStudyConfig",
     "MaraChainsConfig",
     "MultiRoundConfig",
     "NotebookConfig",
@@ -106,6 +108,7 @@ CONFIGS: dict[str, type[NotebookConfig]] = {
         GateCalibrationConfig,
         MultiRoundConfig,
         FunnelConfig,
+        MaraChainStudyConfig,
     )
 }
 """Notebook stem -> its config class."""
