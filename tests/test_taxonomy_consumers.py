@@ -35,12 +35,11 @@ from tsevo.roles.builtin.planner import MeasurementPlanner
 from tsevo.roles.llm.client import LLMClient
 from tsevo.roles.llm.config import LLMConfig, RoleConfigs
 from tsevo.roles.llm.roles import LLMLocalPlanner, LLMSynthesizer, RoleContext
-from tsevo.roles.protocols import ContractCard, Dossier, Triage
+from tsevo.roles.protocols import Category, ContractCard, Dossier, Triage
 from tsevo.store import RunStore
 from tsevo.taxonomy import Code, Taxonomy, TaxonomyError, save_taxonomy
 from tsevo.taxonomy.config import TaxonomyConfig
 from tsevo.taxonomy.consumers import (
-    RESIDUAL,
     CodedTriage,
     coded_diagnosis,
     error_trace,
@@ -115,24 +114,54 @@ def test_triage_categories_are_the_codes_firing_on_two_or_more_errors() -> None:
         (c for c in counts if 2 <= counts[c] < len(errors)), key=lambda c: (-counts[c], -sev[c])
     )
     items = [error_item(questions[q], records[q]) for q in errors]
-    triage = CodedTriage(RoleSet.builtin().triage, tax, {q: hand[q] for q in errors})
+    inner = RoleSet.builtin().triage
+    triage = CodedTriage(inner, tax, {q: hand[q] for q in errors})
     assert isinstance(triage, Triage)
     cats = triage.define(items, 8)
-    uncoded = [q for q in errors if not set(hand[q]) & set(want)]
-    assert uncoded, "the fixture has errors no code fires on"
-    assert [c.id for c in cats] == [*want, RESIDUAL]
+    rest = [i for i in items if not set(hand[i.qid]) & set(want)]
+    assert rest, "the fixture has errors none of the category codes fires on"
+    # the codes first, then the inner triage's categories of the rest in the slots left
+    own = inner.define(rest, 8 - len(want))
+    assert [c.id for c in cats] == [*want, *(c.id for c in own)]
+    assert cats[len(want) :] == own
     assert cats[0].label == tax[want[0]].name and tax[want[0]].description in cats[0].criteria
     placed = triage.assign(cats, items)
+    inner_placed = inner.assign(own, rest)
     for q in errors:  # the top code: the first category (rank order) whose code fires
-        assert placed[q] == next((c for c in want if c in hand[q]), RESIDUAL)
-    # at most max_categories, one slot kept for the residual
+        top = next((c for c in want if c in hand[q]), None)
+        assert placed[q] == (top if top is not None else inner_placed[q])
+    assert {placed[i.qid] for i in rest} <= {c.id for c in own}
+    # at most max_categories: the last code gives its slot to the rest
     two = triage.define(items, 2)
-    assert [c.id for c in two] == [want[0], RESIDUAL]
-    # no code but C.3 fires on these errors: the inner triage defines and assigns
+    assert len(two) == 2 and two[0].id == want[0] and two[1].id not in want
+    # no code but C.3 (on all) fires on these errors: the inner triage alone
     bare = [i for i in items if hand[i.qid] == ["C.3"]][:6]
-    inner = triage.define(bare, 3)
-    assert inner and all(c.id.startswith("c") for c in inner)
-    assert set(triage.assign(inner, bare)) == {i.qid for i in bare}
+    assert triage.define(bare, 3) == inner.define(bare, 3)
+    assert triage.assign(inner.define(bare, 3), bare) == inner.assign(inner.define(bare, 3), bare)
+
+
+class _Clash:
+    """An inner triage whose category ids are code ids (they are renamed, and assigned back)."""
+
+    name = "clash"
+
+    def define(self, errors: Any, max_categories: int) -> list[Category]:
+        return [Category("A.1", "clash", "an inner category named like a code")]
+
+    def assign(self, categories: Any, batch: Any) -> dict[str, str | None]:
+        return {e.qid: categories[0].id for e in batch}
+
+
+def test_inner_category_ids_never_shadow_a_code() -> None:
+    questions, records, _, errors = _parts()
+    hand = {q: _by_hand(records[q]) for q in errors}
+    items = [error_item(questions[q], records[q]) for q in errors]
+    triage = CodedTriage(_Clash(), _taxonomy(), hand)
+    cats = triage.define(items, 8)
+    assert [c.id for c in cats].count("A.1") == 1 and cats[-1].id == "rA.1"
+    placed = triage.assign(cats, items)
+    assert all(placed[q] == "A.1" for q in errors if "A.1" in hand[q])
+    assert {placed[q] for q in errors if not {"A.1", "B.1", "A.2"} & set(hand[q])} == {"rA.1"}
 
 
 def test_diagnoses_quote_the_trace_verbatim_with_hand_counted_shares() -> None:
@@ -226,13 +255,14 @@ def test_coded_round_records_the_fingerprint_and_carries_codes(
     buckets = json.loads(ctx.paths.buckets.read_text())
     assert buckets["taxonomy"]["fingerprint"] == fp and buckets["taxonomy"]["triage"] == "codes"
     top = {b["category"]["id"] for b in buckets["buckets"] if not b["parent"]}
-    assert top and top <= {"A.1", "B.1", "A.2", RESIDUAL}  # C.3 fires on all: not a category
+    codes = top & {"A.1", "B.1", "A.2"}  # C.3 fires on all: not a category
+    assert codes and all(c[0] == "c" for c in top - codes)  # the cluster triage's for the rest
     contracts = json.loads(ctx.paths.contracts.read_text())
     assert contracts["diagnoses"]["fingerprint"] == fp
     assert set(contracts["diagnoses"]["buckets"]) == set(ctx.dossiers)
     for bid, d in ctx.dossiers.items():
         code = bid.split(".", 1)[1]
-        if code != RESIDUAL:  # a coded bucket's top code is its own
+        if code in codes:  # a coded bucket's top code is its own
             assert d.codes[0]["id"] == code and d.codes[0]["share"] == 1.0
         support = {e.question.id for e in d.support}
         assert {e["row"] for c in d.codes for e in c["evidence"]} <= support
@@ -268,7 +298,7 @@ def test_the_llm_planner_prompt_renders_codes_beside_or_instead_of_free_text(
 ) -> None:
     cfg = LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", cache_mode="off")
     planner = LLMLocalPlanner(RoleContext(LLMClient(RoleConfigs(cfg))))
-    bid = next(b for b in rounds["beside"].dossiers if not b.endswith(RESIDUAL))
+    bid = next(b for b, d in rounds["beside"].dossiers.items() if d.codes)
     beside = rounds["beside"].dossiers[bid]
     off = dataclasses.replace(beside, codes=())
     code = beside.codes[0]

@@ -27,7 +27,9 @@ foundation:
   :mod:`.llm_consolidate`, shared pieces in :mod:`.llm`, prompts in ``prompts/``) and four LLM
   annotators for the gate (:mod:`.llm_panel`);
 * consumers: ``ProtocolConfig.taxonomy`` (:class:`~.config.TaxonomyConfig`: a pinned taxonomy,
-  off by default) and the judge behind ``answer.selection = "judge"`` (:mod:`.judge`).
+  off by default), the judge behind ``answer.selection = "judge"`` (:mod:`.judge`), and in a
+  round codes as triage categories and coded diagnoses for the planner and synthesizer
+  (:mod:`.consumers`).
 
 The package sits below :mod:`tsevo.evolve` and above :mod:`tsevo.agent` (DESIGN.md §3); of tsevo
 it imports :mod:`tsevo.agent`, :mod:`tsevo.roles` (the LLM client and the selection protocol),

@@ -12,8 +12,8 @@ consumer               switch
 judge                  ``answer.selection = "judge"`` (:mod:`tsevo.taxonomy.judge`): the sampled
                        answer on which the fewest (severity-weighted) outcome-blind codes fire
 triage                 ``taxonomy.triage``: codes as triage categories (define = codes firing on
-                       >= 2 train errors, assign = each error's top code, the rest ``uncoded``;
-                       :class:`~tsevo.taxonomy.consumers.CodedTriage`)
+                       >= 2 train errors but not all, assign = each error's top code; the round's
+                       triage takes the rest: :class:`~tsevo.taxonomy.consumers.CodedTriage`)
 diagnoses              ``taxonomy.diagnoses``: coded diagnoses (top codes with quoted evidence)
                        for the planner and synthesizer, ``beside`` or ``instead`` of free text
                        (:func:`~tsevo.taxonomy.consumers.coded_diagnosis`)
@@ -77,8 +77,8 @@ class TaxonomyConfig(NestedKnobs):
     triage: bool = knob(
         False,
         "Codes as triage categories (define = codes firing on >= 2 errors, assign = each "
-        "error's top code; errors no defined code fires on go to one 'uncoded' category, and "
-        "where no code fires on >= 2 errors the round's triage defines). Needs taxonomy.path.",
+        "error's top code; a code on every error is no category, and the round's own triage "
+        "defines and assigns the errors no category code fires on). Needs taxonomy.path.",
     )
     diagnoses: str = knob(
         "off",

@@ -8,15 +8,15 @@ evolution roles see anyway. A code without a detector never fires (the LLM judge
 here). Nothing of validation or test is read: the engine passes train questions and their records.
 
 *Codes as triage categories* (:class:`CodedTriage`, ``taxonomy.triage``) wraps the round's triage
-role. Define: the codes firing on at least ``min_errors`` (2) errors of the sample, ranked by how
-many they fire on, then severity, then taxonomy order, at most ``max_categories`` (a code that
-fires on every error of the sample separates nothing and is left out); when some
-errors carry none of them, one slot is kept for a residual category ``uncoded`` (its bucket goes to
-the planner like any other). When no code qualifies (a taxonomy that does not fire on this side,
-or the re-split of a bucket, where the bucket's own code fires on every member), the inner
-triage defines the categories instead, so a bucket larger than ``resplit_above`` is split by the
-inner triage unless another code separates its members. Assign: each error's top code, the first
-defined category (in rank order) whose code fires on it; else ``uncoded``.
+role. Define: the codes firing on at least ``min_errors`` (2) errors of the sample but not on all
+of them (a code on every error separates nothing), ranked by how many they fire on, then severity,
+then taxonomy order, at most ``max_categories``; the errors none of them fires on are defined by
+the inner triage with the slots left (at least one: the last code gives its slot up). Assign: each
+error's top code, the first defined code (in rank order) that fires on it; the inner triage
+assigns the others among its categories. So a re-split of a coded bucket (its code fires on every
+member) is the inner triage's unless another code separates the members. Decided against a single
+``uncoded`` residual category: on the tiny seed-5 run's round 2 with its own builtin taxonomy it
+left 52 errors in one bucket (under ``resplit_above``), where the inner triage splits them.
 
 *Coded diagnoses* (:func:`coded_diagnosis`, ``taxonomy.diagnoses``): per bucket, over the support
 rows the planner sees (never the held-out rows of the prefilter), the top ``top`` codes by share
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tsevo.agent import AnswerRecord
@@ -47,7 +47,6 @@ from .subdomains import subdomains
 from .traces import _events, _features, _outcome, render
 
 __all__ = [
-    "RESIDUAL",
     "CodedTriage",
     "Consumers",
     "Firing",
@@ -57,8 +56,6 @@ __all__ = [
     "fire_codes",
 ]
 
-#: The category id of errors on which none of the defined codes fires.
-RESIDUAL = "uncoded"
 _QUOTE = 200
 
 # the event kinds whose rendered line is quoted for a feature (by name, then by prefix)
@@ -215,45 +212,39 @@ class CodedTriage:
         text = code.description or code.when_to_use or code.name
         return Category(cid, code.name, f"code {cid} ({code.category}): {text}; {n} of {of}")
 
+    def _top(self, qid: str, coded: Sequence[str]) -> str | None:
+        mine = set(self.fired.get(qid, ()))
+        return next((c for c in coded if c in mine), None)
+
     def define(self, errors: Sequence[ErrorItem], max_categories: int) -> list[Category]:
-        """The codes firing on >= ``min_errors`` errors but not all (+ ``uncoded``), else the inner's."""
+        """Codes on >= ``min_errors`` errors but not all; the inner triage's for the rest."""
         counts = Counter(c for e in errors for c in self.fired.get(e.qid, ()))
         ranked = sorted(
             (c for c, n in counts.items() if self.min_errors <= n < len(errors)),
             key=lambda c: (-counts[c], -_weight(self.taxonomy[c]), self._order[c]),
         )[:max_categories]
-        if not ranked:
-            return list(self.inner.define(errors, max_categories))
-
-        def uncoded(chosen: Sequence[str]) -> int:
-            return sum(not set(self.fired.get(e.qid, ())) & set(chosen) for e in errors)
-
-        if uncoded(ranked) and len(ranked) >= max_categories:
+        rest = [e for e in errors if self._top(e.qid, ranked) is None]
+        if rest and len(ranked) >= max_categories:  # a slot for the errors no code takes
             ranked = ranked[: max_categories - 1]
+            rest = [e for e in errors if self._top(e.qid, ranked) is None]
         cats = [self._category(c, counts[c], len(errors)) for c in ranked]
-        rest = uncoded(ranked)
-        if rest and ranked:
-            cats.append(
-                Category(
-                    RESIDUAL,
-                    "uncoded",
-                    f"none of the codes {', '.join(ranked)} fires; {rest} of {len(errors)}",
-                )
-            )
-        return cats or list(self.inner.define(errors, max_categories))
+        if rest:
+            taken = {*self._order, *ranked}
+            for c in self.inner.define(rest, max_categories - len(ranked)):
+                # an inner id that is a code id is renamed (the inner assigns by the ids given)
+                cats.append(replace(c, id=f"r{c.id}") if c.id in taken else c)
+        return cats
 
     def assign(
         self, categories: Sequence[Category], batch: Sequence[ErrorItem]
     ) -> dict[str, str | None]:
-        """Each error's top code among ``categories`` (``uncoded`` when none fires on it)."""
+        """Each error's top code among ``categories``; the inner triage assigns the others."""
         coded = [c.id for c in categories if c.id in self._order]
-        if not coded:
-            return self.inner.assign(categories, batch)
-        residual = any(c.id == RESIDUAL for c in categories)
-        out: dict[str, str | None] = {}
-        for e in batch:
-            mine = set(self.fired.get(e.qid, ()))
-            out[e.qid] = next((c for c in coded if c in mine), RESIDUAL if residual else None)
+        out: dict[str, str | None] = {e.qid: self._top(e.qid, coded) for e in batch}
+        rest = [e for e in batch if out[e.qid] is None]
+        others = [c for c in categories if c.id not in self._order]
+        if rest and others:
+            out.update(self.inner.assign(others, rest))
         return out
 
 
