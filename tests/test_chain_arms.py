@@ -163,6 +163,7 @@ def test_arm_params_are_the_arms_protocols() -> None:
     last = ProtocolConfig.from_params(chain_arm_params("chain", 2, 4, "last"), base=base)
     assert last.marachain == MaraConfig(depth=4, start="last")
     assert last.max_synthesis_attempts == 2
+    assert chain_arm_params("chain", depth=0, start="last") == chain_arm_params("discard")
 
 
 def test_arm_row_without_a_test_table_or_library(tmp_path: Path) -> None:

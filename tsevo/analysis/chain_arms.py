@@ -172,8 +172,9 @@ def chain_arm_params(
 
     ``discard``: ``attempts`` (K) direct attempts, chains off; ``chain``: the same K attempts, then
     a chain of ``depth`` (d) steps (``marachain.depth``; ``marachain.start`` when ``start`` is
-    given, otherwise the chain's default start); ``discard_k_plus_d``: K + d direct attempts,
-    chains off (the same number of attempts as the chain's).
+    given, otherwise the chain's default start; with d = 0 the discard protocol itself);
+    ``discard_k_plus_d``: K + d direct attempts, chains off (the same number of attempts as the
+    chain's).
 
     Raises:
         ValueError: An arm not in :data:`CHAIN_ARMS`.
@@ -183,7 +184,7 @@ def chain_arm_params(
     if arm == "discard_k_plus_d":
         return {"max_synthesis_attempts": attempts + depth}
     params: dict[str, Any] = {"max_synthesis_attempts": attempts}
-    if arm == "chain":
+    if arm == "chain" and depth > 0:  # depth 0 is chains off: the discard protocol itself
         params["marachain.depth"] = depth
         if start:
             params["marachain.start"] = start
