@@ -35,6 +35,7 @@ from tsevo.roles.builtin.planner import MeasurementPlanner
 from tsevo.roles.llm.client import LLMClient
 from tsevo.roles.llm.config import LLMConfig, RoleConfigs
 from tsevo.roles.llm.roles import LLMLocalPlanner, LLMSynthesizer, RoleContext
+from tsevo.roles.llm.roles.planner import CardReply, ScopeReply, card_from_reply
 from tsevo.roles.protocols import Category, ContractCard, Dossier, Triage
 from tsevo.store import RunStore
 from tsevo.taxonomy import Code, Taxonomy, TaxonomyError, save_taxonomy
@@ -273,7 +274,10 @@ def test_coded_round_records_the_fingerprint_and_carries_codes(
     inst = rounds["instead"]
     assert all(not d.criteria for d in inst.dossiers.values())
     assert any(d.codes for d in inst.dossiers.values())
-    assert all(not c.root_cause and not c.failure_type for g in inst.groups for c in g.cards)
+    # the cards keep the planner's free text (and contracts.json); the codes say 'instead'
+    coded = [c for g in inst.groups for c in g.cards if c.codes]
+    assert coded and all(c.root_cause and c.codes[0]["mode"] == "instead" for c in coded)
+    assert all(k["mode"] == "beside" for c in cards for k in c.codes)
     # the buckets are the protocol's (cluster triage); only the dossiers changed
     assert inst.paths is not None and rounds["protocol"].paths is not None
     assert inst.paths.buckets.read_bytes() == rounds["protocol"].paths.buckets.read_bytes()
@@ -308,9 +312,15 @@ def test_the_llm_planner_prompt_renders_codes_beside_or_instead_of_free_text(
     assert f"Criteria: {beside.criteria}" in p_beside and "Coded diagnosis" in p_beside
     assert f"- {code['id']} {code['name']} (axis {code['axis']}" in p_beside
     assert f'"{quote}"' in p_beside
-    inst = next(d for d in rounds["instead"].dossiers.values() if d.codes)
+    bid, inst = next((b, d) for b, d in rounds["instead"].dossiers.items() if d.codes)
     p_inst = planner.prompt(inst)
-    assert "Criteria:" not in p_inst and "Coded diagnosis" in p_inst
+    free = rounds["protocol"].dossiers[bid].criteria  # the same bucket (cluster triage in both)
+    assert (
+        free
+        and free not in p_inst
+        and f"Criteria: {free}" in planner.prompt(rounds["protocol"].dossiers[bid])
+    )
+    assert "Criteria: (the coded diagnosis below)" in p_inst and "Coded diagnosis" in p_inst
     assert inst.codes[0]["evidence"][0]["quote"] in p_inst
     # without codes the prompt is the template's as before: the criteria line in its place
     assert f"Category: {off.label}\nCriteria: {off.criteria}\n\nCurrent tool library:" in p_off
@@ -351,7 +361,7 @@ def test_the_llm_synthesizer_prompt_renders_codes_beside_or_instead_of_free_text
     assert f"; root cause: {c1.root_cause}; focus:" in p1 and "coded diagnosis" in p1
     assert f"{c1.codes[0]['id']} {c1.codes[0]['name']}" in p1
     assert f'"{c1.codes[0]["evidence"][0]["quote"]}"' in p1
-    assert "root cause:" not in p2 and "coded diagnosis" in p2
+    assert "root cause:" not in p2 and c2.root_cause not in p2 and "coded diagnosis" in p2
     assert f"- {c2.bucket_id}: focus: {c2.focus}" in p2
     assert f'"{c2.codes[0]["evidence"][0]["quote"]}"' in p2
 
@@ -364,3 +374,19 @@ def test_a_run_refuses_an_unusable_pinned_taxonomy_before_any_round(tmp_path: Pa
     with pytest.raises(TaxonomyError, match=r"draft\.json"):
         evolve(suite, config=cfg, out=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_planner_card_carries_its_dossiers_codes(rounds: dict[str, RoundContext]) -> None:
+    # so a replan during synthesis (the engine's retry policy) keeps the coded diagnosis
+    d = next(d for d in rounds["instead"].dossiers.values() if d.codes)
+    reply = CardReply(
+        action="create", artifact_kind="tool", target_tool="", failure_type="t",
+        root_cause="free text", focus="f", measurement="trend.slope", signature=["primary"],
+        success_criterion="s", reading="label", calibration=False, params={},
+        scope=ScopeReply(tasks=[], arity="any", options_kind="any", match_terms=[],
+                         forbid_terms=[], anti_tasks=[]),
+    )  # fmt: skip
+    card, problem = card_from_reply(reply, d)
+    assert problem is None and card is not None and card.codes == d.codes
+    plain, _ = card_from_reply(reply, dataclasses.replace(d, codes=()))
+    assert plain is not None and plain.codes == () and dataclasses.replace(card, codes=()) == plain

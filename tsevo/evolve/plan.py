@@ -177,7 +177,9 @@ def coded_dossiers(
     )
     out = {}
     for b, d in dossiers.items():
-        codes = coded_diagnosis(consumers.taxonomy, fired, rows[b], name=ids.opaque)
+        codes = coded_diagnosis(
+            consumers.taxonomy, fired, rows[b], name=ids.opaque, mode=consumers.diagnoses
+        )
         criteria = "" if consumers.diagnoses == "instead" else d.criteria
         dossiers[b] = replace(d, codes=codes, criteria=criteria)
         out[b] = list(codes)
@@ -189,19 +191,15 @@ def coded_groups(
 ) -> list[WorkGroup]:
     """The work groups with each card's coded diagnosis attached (unchanged when off).
 
-    ``instead`` drops the planner's free-text failure type and root cause from the cards the
-    synthesizer reads (``contracts.json`` keeps what the planner wrote).
+    A card that already carries codes (a planner copied its dossier's) keeps them; the cards keep
+    the planner's free text (the synthesizer's prompt leaves it out under ``instead``).
     """
-    mode = cfg.taxonomy.diagnoses
-    if mode == "off":
+    if cfg.taxonomy.diagnoses == "off":
         return list(groups)
 
     def card(c: ContractCard) -> ContractCard:
         d = dossiers.get(c.bucket_id)
-        codes = d.codes if d is not None else ()
-        if mode == "instead":
-            return replace(c, codes=codes, failure_type="", root_cause="")
-        return replace(c, codes=codes)
+        return c if c.codes or d is None else replace(c, codes=d.codes)
 
     return [replace(g, cards=tuple(card(c) for c in g.cards)) for g in groups]
 

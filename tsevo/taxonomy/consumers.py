@@ -22,9 +22,11 @@ left 52 errors in one bucket (under ``resplit_above``), where the inner triage s
 rows the planner sees (never the held-out rows of the prefilter), the top ``top`` codes by share
 with at most ``evidence`` verbatim excerpts each (the line of the error's rendered trace that the
 code's detector reads: :func:`error_trace`), the codes they co-fire with on at least two rows, and
-the taxonomy's fingerprint. The engine puts them in :attr:`Dossier.codes` and
-:attr:`ContractCard.codes`; ``instead`` blanks the free-text criteria (planner) and root cause and
-failure type (synthesizer), ``beside`` keeps both.
+the taxonomy's fingerprint and the mode. The engine puts them in :attr:`Dossier.codes` (with
+``instead`` it drops the category's free-text criteria); planners copy them into their cards
+(:attr:`ContractCard.codes`, a replan's too; the engine attaches them to cards that lack them),
+and the LLM synthesizer renders them beside the planner's failure type and root cause, or with
+``instead`` in their place (the cards keep what the planner wrote, ``contracts.json`` too).
 """
 
 from __future__ import annotations
@@ -256,6 +258,7 @@ def coded_diagnosis(
     name: Any = str,
     top: int = 6,
     evidence: int = 3,
+    mode: str = "beside",
 ) -> tuple[dict[str, Any], ...]:
     """The top codes of a bucket's rows, each with its share and verbatim evidence.
 
@@ -266,10 +269,12 @@ def coded_diagnosis(
         name: Maps a question id to the id a role sees it under (the opaque id).
         top: At most this many codes (by share, then severity, then taxonomy order).
         evidence: At most this many excerpts per code (one per row, rows in order).
+        mode: ``beside`` or ``instead`` (of the free text), recorded in each entry so that a
+            card a planner writes later (a replan) renders the same way.
 
     Returns:
         One dict per code: ``id, name, axis, severity, definition, share, n, of, evidence
-        [{row, quote}], with [co-firing code ids], taxonomy`` (the fingerprint).
+        [{row, quote}], with [co-firing code ids], taxonomy`` (the fingerprint), ``mode``.
     """
     order = {c.id: i for i, c in enumerate(taxonomy.codes)}
     counts = Counter(f.code for r in rows for f in fired.get(r, ()))
@@ -302,6 +307,7 @@ def coded_diagnosis(
                 "evidence": quotes,
                 "with": with_,
                 "taxonomy": taxonomy.fingerprint,
+                "mode": mode,
             }
         )
     return tuple(out)

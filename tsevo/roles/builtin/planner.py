@@ -381,7 +381,7 @@ class MeasurementPlanner:
         card = self._plan(dossier, feedback, prior)
         if card is None or prior is None:
             return card
-        return _replace(card, plan={**card.plan, "coded": prior})
+        return _replace(card, plan={**card.plan, "coded": prior}, codes=dossier.codes)
 
     def _plan(
         self, dossier: Dossier, feedback: Sequence[str], prior: dict[str, str] | None

@@ -143,7 +143,10 @@ def render_codes(codes: Sequence[Mapping[str, Any]], indent: str = "") -> str:
 
 def _diagnosis(dossier: Dossier) -> str:
     """The bucket's diagnosis: the category's criteria, the coded diagnosis, or both."""
-    parts = [f"Criteria: {dossier.criteria}"] if dossier.criteria or not dossier.codes else []
+    instead = any(c.get("mode") == "instead" for c in dossier.codes)
+    parts = [
+        "Criteria: (the coded diagnosis below)" if instead else f"Criteria: {dossier.criteria}"
+    ]
     if dossier.codes:
         parts.append(
             "Coded diagnosis (failure codes of a pinned taxonomy that fire on the support rows, "
@@ -245,6 +248,7 @@ def card_from_reply(
             "support_in_scope": len(covered),
             "of_support": len(support),
         },
+        codes=dossier.codes,
     )
     return card, None
 

@@ -98,11 +98,12 @@ def _contract_text(group: WorkGroup) -> str:
 def _diagnosis(group: WorkGroup) -> str:
     """The planners' diagnosis per card: free text, coded (``taxonomy.diagnoses``), or both.
 
-    A card whose free text the engine dropped (``instead``) keeps only its focus.
+    With codes in ``instead`` mode a card shows its focus and the codes, not its failure type
+    and root cause.
     """
     lines = []
     for c in group.cards:
-        if c.failure_type or c.root_cause or not c.codes:
+        if not any(k.get("mode") == "instead" for k in c.codes):
             lines.append(
                 f"- {c.bucket_id}: {c.failure_type}; root cause: {c.root_cause}; focus: {c.focus}"
             )
