@@ -121,9 +121,9 @@ def _kill_after_event(step: str) -> Callable[[], None]:
 
 def _kill_after_scoring(node_id: str) -> Callable[[], None]:
     def install() -> None:
-        from tsevo.evolve import chain
+        from tsevo.evolve import chain_walk
 
-        original = chain._score_node
+        original = chain_walk.score_node
 
         def score(inp: Any, draft: Any, *rest: Any) -> Any:
             out = original(inp, draft, *rest)
@@ -131,24 +131,24 @@ def _kill_after_scoring(node_id: str) -> Callable[[], None]:
                 _die()
             return out
 
-        chain._score_node = score  # type: ignore[assignment]
+        chain_walk.score_node = score  # type: ignore[assignment]
 
     return install
 
 
 def _kill_mid_mutation(node_id: str) -> Callable[[], None]:
     def install() -> None:
-        from tsevo.evolve import chain
+        from tsevo.evolve import chain_walk
 
-        original = chain._mutate
+        original = chain_walk._mutate
 
-        def mutate(inp: Any, move: Any, step: int, nid: str) -> Any:
-            out = original(inp, move, step, nid)
+        def mutate(inp: Any, move: Any, suffix: str, nid: str) -> Any:
+            out = original(inp, move, suffix, nid)
             if nid == node_id:
                 _die()
             return out
 
-        chain._mutate = mutate  # type: ignore[assignment]
+        chain_walk._mutate = mutate  # type: ignore[assignment]
 
     return install
 

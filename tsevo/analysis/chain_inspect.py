@@ -83,10 +83,28 @@ def _chains(run: Run) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
     return out
 
 
+def _walks(ch: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """``(chain id, nodes)`` of chain 1 and of the further chains and polish runs after it."""
+    out = [(str(ch["chain_id"]), list(ch.get("nodes", [])))]
+    out += [(str(w["chain_id"]), list(w.get("nodes", []))) for w in ch.get("further", [])]
+    return out
+
+
+def _spend(ch: Mapping[str, Any]) -> dict[str, int]:
+    """The ledger spend of every walk of a group's chains, summed."""
+    total: dict[str, int] = {}
+    for s in [ch.get("spend", {}), *(w.get("spend", {}) for w in ch.get("further", []))]:
+        for k, v in s.items():
+            total[k] = total.get(k, 0) + int(v)
+    return total
+
+
 def chains_df(run: Run) -> pd.DataFrame:
     """One row per chain, columns :data:`CHAINS_COLUMNS`.
 
-    ``start_node``/``start_reason``: v0 and why it was chosen; ``n_nodes`` the nodes after v0;
+    ``start_node``/``start_reason``: v0 and why it was chosen; ``n_nodes`` the nodes after v0
+    (chain 1's, then those of further chains and polish runs, ``marachain.chains_per_group`` and
+    ``polish_steps``); spends are summed over every walk;
     ``stopped`` why the chain ended; ``winner`` the node the acceptance variant chose (``""``
     for none) and ``winner_reason``; ``survivor`` the group's candidate sent to the gate (``""``
     for none); ``steps`` … ``val_runs`` the chain's ledger spend (``val_runs`` is always 0: a
@@ -94,7 +112,7 @@ def chains_df(run: Run) -> pd.DataFrame:
     """
     rows = []
     for r, g, ch in _chains(run):
-        spend, bound = ch.get("spend", {}), ch.get("bound", {})
+        spend, bound = _spend(ch), ch.get("bound", {})
         won, start = ch.get("winner") or {}, ch.get("start") or {}
         rows.append(
             {
@@ -107,7 +125,7 @@ def chains_df(run: Run) -> pd.DataFrame:
                 "start_reason": start.get("reason", ""),
                 "n_held_out": int(ch["batch"]["n_held_out"]),
                 "n_probe": int(ch["batch"]["n_probe"]),
-                "n_nodes": len(ch.get("nodes", [])),
+                "n_nodes": sum(len(nodes) for _c, nodes in _walks(ch)),
                 "stopped": ch.get("stopped", ""),
                 "winner": won.get("node_id") or "",
                 "winner_reason": won.get("reason", ""),
@@ -149,7 +167,8 @@ def chain_lineage_df(run: Run) -> pd.DataFrame:
 
     One row per direct attempt of the group (``kind`` ``direct``, ``depth`` 0, ``parent_id``
     ``""``: a child of the root library; ``scored_on`` ``own probe`` except v0, which the chain
-    rescored on its ``batch``) and per chain node (``kind`` ``chain``, ``depth`` its step,
+    rescored on its ``batch``) and per chain node (``kind`` ``chain``, ``chain_id`` its walk: chain
+    1, a further chain ``c2``.. or a polish run ``p1``.., ``depth`` its step in that walk,
     ``parent_id`` the node it edited, ``axis``/``subject`` the move). ``net`` is repairs − harms;
     ``sum_d_prev`` Σ ``d_prev`` over the batch (NaN off the batch); ``categories`` the diagnosis
     categories of the step that produced the node (the leading one, then each with its rows;
@@ -201,13 +220,16 @@ def chain_lineage_df(run: Run) -> pd.DataFrame:
                     "survivor": nid == survivor,
                 }
             )
-        for step, n in enumerate(ch.get("nodes", []), 1):
+        for walk_id, n, step in [
+            (w, n, step) for w, nodes in _walks(ch) for step, n in enumerate(nodes, 1)
+        ]:
             nid, valid = n["node_id"], "credited" in n
             if valid:
                 credited[nid] = n["credited"]
             rows.append(
                 {
                     **base,
+                    "chain_id": walk_id,
                     "node_id": nid,
                     "kind": "chain",
                     "parent_id": n.get("parent_id", ""),
@@ -308,7 +330,9 @@ def chain_records_df(run: Run) -> pd.DataFrame:
         base = load_records(store, arms["train_base"])
         qids = list(ch["batch"].get("qids", []))
         parts = ["H"] * int(ch["batch"]["n_held_out"]) + ["P"] * int(ch["batch"]["n_probe"])
-        for n in [ch["v0"], *ch.get("nodes", [])]:
+        for cid, n in [(ch["chain_id"], ch["v0"])] + [
+            (w, n) for w, nodes in _walks(ch) for n in nodes
+        ]:
             nid = n["node_id"]
             tool = _candidate(store, r, nid) if "credited" in n else None
             if tool is None:
@@ -319,7 +343,7 @@ def chain_records_df(run: Run) -> pd.DataFrame:
             for j, (q, part) in enumerate(zip(qids, parts, strict=False)):
                 if q not in recs or q not in suite:
                     continue
-                head = {"round": r, "group": g["group_id"], "chain_id": ch["chain_id"]}
+                head = {"round": r, "group": g["group_id"], "chain_id": cid}
                 head.update(node_id=nid, part=part, arm=arm)
                 if len(stored) == len(qids):
                     head["fact"] = stored[j]

@@ -3,8 +3,7 @@
 :func:`run_chain` runs one chain with a step proposer: :class:`BuiltinProposer` (below) or the LLM
 step (:mod:`tsevo.evolve.chain_llm`: an analysis call, then a mutation call, both checked against
 tsevo's row sets); checks, scoring, the ledger, stopping and the winner are shared. The rest of
-this docstring describes the builtin step.
-
+this docstring describes the builtin step; further chains and polish runs come after it.
 
 When none of a work group's direct attempts clears the prefilter bar and chains are on
 (``cfg.marachain.depth > 0``), :func:`run_builtin_chain` refines the chain's start v0 (chosen by
@@ -32,43 +31,39 @@ stops at the first node that clears the bar (``paper``) or per the ``code`` vari
 on an exhausted budget, or when no move is left (``exhausted``). The result is labelled ``builtin
 chain``; per node, ``synthesis.json`` records the family, category, what it fixed and broke, its
 raw and credited scores and facts on the batch as strings in batch order (``batch.qids``).
+
+After chain 1 every node scored on the batch enters the group's Pareto-filtered top-N pool
+(``pool_size``; a snapshot is recorded). While no node is accepted, chains 2..``chains_per_group``
+start from seeded draws of the pool (``sampler``); while the winner clears the bar but is not
+strong, ``polish_steps`` one-step polish runs start from draws among the pool's passing,
+not-yet-strong members. Their walks are recorded under ``further``, the pool after each under
+``pools``; the winner is chosen over every node. With one chain and no polish the pool only
+reports.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from tsevo.agent import AnswerRecord
-from tsevo.data import Question
 from tsevo.library.tool import Tool
 from tsevo.marachain import (
     Bar,
     BatchSpec,
     ChainNode,
     ChangeEntry,
-    LedgerEntry,
     NodeScore,
+    PoolMember,
+    PoolUpdate,
     ScoreHistory,
-    Spend,
-    chain_id,
-    chain_node_id,
     chain_start,
-    early_stop,
+    sample,
+    update_pool,
     winner,
 )
-from tsevo.marachain.genome import Genome, genome_of
-from tsevo.marachain.moves import row_facts
-from tsevo.marachain.step import (
-    Move,
-    Parent,
-    artifact_key,
-    outputs_of,
-    plan_of,
-    rule_variant,
-)
+from tsevo.marachain.genome import genome_of
+from tsevo.marachain.step import artifact_key, plan_of, rule_variant
 
 from .chain_types import (
     LABEL,
@@ -79,6 +74,7 @@ from .chain_types import (
     StepState,
     TrainOnlyEvaluator,
 )
+from .chain_walk import ChainRun, bits, node_hash, score_node
 
 __all__ = [
     "LABEL",
@@ -92,28 +88,6 @@ __all__ = [
     "run_builtin_chain",
     "run_chain",
 ]
-
-
-def _node_score(
-    batch: BatchSpec,
-    rec: Any,
-    recs: Mapping[str, AnswerRecord],
-    facts: Mapping[str, str] | None = None,
-) -> NodeScore:
-    held = batch.qids[: batch.n_held_out]
-    return NodeScore.from_outcome(
-        batch,
-        repairs=rec.repairs,
-        harms=rec.harms,
-        right=[q for q in held if q in recs and recs[q].correct],
-        facts=facts,
-        exec_errors=rec.exec_errors,
-        tool_runs=rec.tool_runs,
-    )
-
-
-def _hash(d: Tool) -> str:
-    return hashlib.sha256(artifact_key(d).encode("utf-8")).hexdigest()[:16]
 
 
 def _direct_nodes(tries: Sequence[tuple[Any, Tool]], group_id: str) -> list[ChainNode]:
@@ -146,47 +120,12 @@ def _direct_nodes(tries: Sequence[tuple[Any, Tool]], group_id: str) -> list[Chai
                 "",
                 "",
                 seq,
-                _hash(draft),
+                node_hash(draft),
                 score,
                 "" if score is not None else ("; ".join(rec.violations) or rec.outcome),
             )
         )
     return out
-
-
-def _bits(values: Sequence[int]) -> str:
-    """Per-question 0/1 scores as one string, in batch order (``"0110"``)."""
-    return "".join(str(int(v)) for v in values)
-
-
-def _mutate(inp: ChainInputs, move: Move, step: int, nid: str) -> tuple[Tool, Any, list[str]]:
-    """Stamp the move's draft as node ``nid`` and run the checks every tool passes."""
-    draft = inp.stamp(move.draft, f"c1.s{step}")
-    rec = inp.new_record(nid, draft.contract.measurement)
-    draft, violations = inp.check(draft, rec)
-    return draft, rec, violations
-
-
-def _score_node(
-    inp: ChainInputs,
-    draft: Tool,
-    probe: Sequence[Question],
-    guarded: TrainOnlyEvaluator,
-    rec: Any,
-    batch: BatchSpec,
-) -> tuple[NodeScore, dict[str, dict[str, Any]], Mapping[str, AnswerRecord]]:
-    """Score a checked draft on the batch (the prefilter): score, tool outputs, answer records."""
-    recs = inp.score(draft, probe, guarded, rec)
-    facts = row_facts(draft, [*inp.held_qs, *probe], recs)
-    return _node_score(batch, rec, recs, facts), outputs_of(draft, recs), recs
-
-
-def _gain(path: ScoreHistory, nid: str) -> int:
-    """Held-out rows a change fixed minus probe rows it broke (against its lineage parent)."""
-    parts = dict(zip(path.batch.qids, path.batch.parts, strict=True))
-    fixed = sum(parts[q] == "H" for q in path.fixed(nid))
-    broke = sum(parts[q] == "P" for q in path.broke(nid))
-    return fixed - broke
 
 
 def run_builtin_chain(inp: ChainInputs) -> tuple[tuple[Tool, Any] | None, dict[str, Any] | None]:
@@ -225,171 +164,33 @@ def run_chain(
     probe = inp.probe_of(v0)
     batch = BatchSpec.build(gid, [q.id for q in inp.held_qs], [q.id for q in probe], train_split)
     guarded = TrainOnlyEvaluator(inp.evaluator, inp.train)
-    cid = chain_id(r, gid, 1)
     # v0 rescored on the chain's batch (its own probe, so the same rollouts: cache hits)
     rec0 = inp.new_record(v0.id, v0.contract.measurement)
     rec0.checked = True
-    v0_score, v0_out, v0_recs = _score_node(inp, v0, probe, guarded, rec0, batch)
+    v0_score, v0_out, v0_recs = score_node(inp, v0, probe, guarded, rec0, batch)
     history = ScoreHistory.start(batch).extend(
         v0.id, v0_score, ChangeEntry.make(1, v0.id, "start", f"v0: direct attempt {v0.id}")
     )
     plan_rows, plan_branches = plan_of(inp.group)
-    genomes: dict[str, Genome | None] = {v0.id: genome_of(v0, plan_rows, plan_branches)}
     v0_node = next(n for n in direct if n.node_id == v0.id)
-    chain_nodes = [replace(v0_node, score=v0_score)]
-    made: dict[str, tuple[Tool, Any]] = {v0.id: (v0, rec0)}
-    scored: dict[str, tuple[Tool, NodeScore, Mapping[str, AnswerRecord]]] = {
-        v0.id: (v0, v0_score, v0_recs)
-    }
-    analyses: list[dict[str, Any]] = []
-    nodes: list[dict[str, Any]] = []
-    tried = [rec.measurement for rec, _ in inp.tries]
-    seen = {artifact_key(d) for _, d in inp.tries}
-    # (family, gain) of every change the chain made: two without gain exhaust a family (F)
-    record: list[tuple[str, int]] = []
-    par = Parent(v0, v0_score, genomes[v0.id], v0_out)
-    stopped = "depth reached"
-    seq = len(direct)
-    refused = 0
-    for step in range(1, mara.depth + 1):
-        nid = chain_node_id(r, gid, 1, step)
-        key = f"{nid}:score"
-        # a step already in the ledger was allowed when it ran (a resumed chain replays it)
-        reason = None
-        if not inp.ledger.has(key):
-            reason = inp.ledger.stop_reason(
-                mara.round_caps(), mara.run_caps(), next_step=proposer.next_spend(len(batch.qids))
-            )
-        if reason is not None:
-            stopped = reason
-            break
-        st = StepState(
-            step, nid, cid, par, history, bar, batch, v0, tried, seen, record, genomes, scored,
-            analyses,
-        )  # fmt: skip
-        prop = proposer.propose(st)
-        move = prop.move
-        if move is None and not prop.invalid:
-            stopped = prop.stop
-            break
-        node: dict[str, Any] = {
-            "node_id": nid,
-            "parent_id": par.draft.id,
-            "axis": move.axis if move is not None else "llm",
-            "category": prop.lead,
-            "categories": dict(prop.cats),
-            "families": list(prop.order),
-            "subject": move.subject if move is not None else "refused reply",
-            "measurement": par.draft.contract.measurement,
-            **dict(prop.extra),
-        }
-        invalid = prop.invalid
-        if not invalid and move is not None and artifact_key(move.draft) in seen:
-            invalid = "repeats an artifact already scored"
-        score: NodeScore | None = None
-        out: dict[str, dict[str, Any]] = {}
-        draft = par.draft
-        if invalid or move is None:
-            spend = Spend(steps=1, invalid=1)
-            node.update(outcome="invalid_reply", violations=[invalid])
-            violations = [invalid]
-            refused += 1
-        else:
-            refused = 0
-            seen.add(artifact_key(move.draft))
-            if move.axis == "measurement":
-                tried.append(move.draft.contract.measurement)
-            draft, rec, violations = _mutate(inp, move, step, nid)
-            node["measurement"] = draft.contract.measurement
-            if violations:
-                rec.violations = list(violations)
-                rec.outcome = "rejected_check"
-                spend = Spend(steps=1, invalid=1)
-                node.update(outcome="rejected_check", violations=list(violations))
-            else:
-                rec.checked = True
-                score, out, recs = _score_node(inp, draft, probe, guarded, rec, batch)
-                scored[nid] = (draft, score, recs)
-                spend = Spend(steps=1, rollouts=len(batch.qids))
-                change = ChangeEntry.make(
-                    len(history.nodes) + 1,
-                    nid,
-                    move.axis,
-                    move.subject,
-                    resolves=tuple(history.residuals() or history.harms()),
-                )
-                if move.change is not None:
-                    change = replace(move.change, seq=len(history.nodes) + 1)
-                path = history.extend(nid, score, change)
-                gain = _gain(path, nid)
-                record.append((move.axis, gain))
-                node.update(
-                    outcome=rec.outcome,
-                    repairs=len(score.repairs),
-                    harms=len(score.harms),
-                    gain=gain,
-                    raw_sum=score.raw_sum,
-                    raw=_bits(score.raw),
-                    credited=_bits(score.credited),
-                    facts="".join(score.facts),
-                    fixed=list(path.fixed(nid)),
-                    broke=list(path.broke(nid)),
-                )
-            made[nid] = (draft, rec)
-            genomes[nid] = move.genome
-            if inp.on_candidate is not None:
-                inp.on_candidate(draft, rec)
-        inp.ledger.record(
-            LedgerEntry(
-                key,
-                r,
-                gid,
-                cid,
-                nid,
-                "step" if score else "invalid",
-                "",
-                spend,
-                category=prop.lead,
-                label=f"{proposer.label}: {node['subject']}"[:120],
-            )
-        )
-        chain_nodes.append(
-            ChainNode(
-                nid,
-                gid,
-                "chain",
-                0,
-                step,
-                par.draft.id,
-                cid,
-                seq,
-                _hash(draft) if move is not None and not invalid else f"invalid.{nid}",
-                score,
-                "" if score is not None else "; ".join(violations),
-            )
-        )
-        seq += 1
-        nodes.append(node)
-        if "analysis" in prop.extra:
-            analyses.append(dict(prop.extra["analysis"]))
-        if refused >= 2:
-            stopped = "two refused steps in a row"
-            break
-        if score is not None:
-            if early_stop(score, mara.acceptance, bar).yes:
-                stopped = f"early stop at {nid}"
-                break
-            if (score.net, len(score.repairs)) >= (par.score.net, len(par.score.repairs)):
-                assert move is not None
-                par = Parent(draft, score, move.genome, out)  # not worse: edit this node next
-                history = path
-            else:  # worse than its parent (what it broke outweighs what it fixed): back off
-                node["kept_parent"] = True
-    won = winner(chain_nodes, batch.root_score(), mara.acceptance, bar)
-    result = made[won.node_id] if won.yes and won.node_id is not None else None
+    run = ChainRun(
+        inp, proposer, batch, probe, guarded, bar, v0, len(direct),
+        chain_nodes=[replace(v0_node, score=v0_score)],
+        scored={v0.id: (v0, v0_score, v0_recs)},
+        made={v0.id: (v0, rec0)},
+        genomes={v0.id: genome_of(v0, plan_rows, plan_branches)},
+        outs={v0.id: v0_out},
+        paths={v0.id: history},
+        tried=[rec.measurement for rec, _ in inp.tries],
+        seen={artifact_key(d) for _, d in inp.tries},
+    )  # fmt: skip
+    first = run.walk(1, v0.id, mara.depth)
+    further, pools = _further(run, r, gid)
+    won = winner(run.chain_nodes, batch.root_score(), mara.acceptance, bar)
+    result = run.made[won.node_id] if won.yes and won.node_id is not None else None
     record_out = {
         "label": proposer.label,
-        "chain_id": cid,
+        "chain_id": first["chain_id"],
         "acceptance": mara.acceptance,
         "start": start.to_dict(),
         "batch": {
@@ -405,15 +206,78 @@ def run_chain(
             "repairs": len(v0_score.repairs),
             "harms": len(v0_score.harms),
             "raw_sum": v0_score.raw_sum,
-            "raw": _bits(v0_score.raw),
-            "credited": _bits(v0_score.credited),
+            "raw": bits(v0_score.raw),
+            "credited": bits(v0_score.credited),
             "facts": "".join(v0_score.facts),
-            "templated": genomes[v0.id] is not None,
+            "templated": run.genomes[v0.id] is not None,
         },
-        "nodes": nodes,
-        "stopped": stopped,
+        "nodes": first["nodes"],
+        "stopped": first["stopped"],
         "winner": won.to_dict(),
-        "spend": inp.ledger.total(chain_id=cid).to_dict(),
+        "spend": inp.ledger.total(chain_id=first["chain_id"]).to_dict(),
         "bound": mara.bound_per_group(len(batch.qids)),
+        "pool": pools[-1],
     }
+    if further:
+        for w in further:
+            w["spend"] = inp.ledger.total(chain_id=w["chain_id"]).to_dict()
+        record_out["further"] = further
+        record_out["pools"] = pools
     return result, record_out
+
+
+def _pool(run: ChainRun) -> PoolUpdate:
+    """The pool of every node scored on the batch (v0 and chain nodes), updated anew."""
+    seqs = {n.node_id: n.local_seq for n in run.chain_nodes}
+    members = [
+        PoolMember(nid, score.vector, len(run.paths[nid].nodes) - 1, seqs[nid])
+        for nid, (_d, score, _r) in run.scored.items()
+    ]
+    return update_pool(members, run.inp.cfg.marachain.pool_size)
+
+
+def _further(run: ChainRun, r: int, gid: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Chains 2.. (while no node is accepted) and polish runs (while the winner is not strong).
+
+    Each starts from a seeded draw of the pool (``marachain.sampler``); chains walk ``depth``
+    steps, a polish run one step from a passing, not-yet-strong member. Returns the walks'
+    records and the pool snapshots (one after each walk, the last one final).
+    """
+    mara, bar = run.inp.cfg.marachain, run.bar
+    seed = mara.draw_seed(run.inp.cfg.seed)
+    root = run.batch.root_score()
+    pool = _pool(run)
+    pools, walks = [pool.to_dict()], []
+
+    def draw(members: Sequence[PoolMember], event: str) -> str | None:
+        got = sample(
+            members, 1, sampler=mara.sampler, seed=seed, round_=r, group_id=gid, event=event
+        )
+        return got[0] if got else None
+
+    for c in range(2, mara.chains_per_group + 1):
+        if winner(run.chain_nodes, root, mara.acceptance, bar).yes:
+            break
+        nid = draw(pool.kept, f"chain:{c}")
+        if nid is None:
+            break
+        walks.append(run.walk(c, nid, mara.depth))
+        pool = _pool(run)
+        pools.append(pool.to_dict())
+    for p in range(1, mara.polish_steps + 1):
+        won = winner(run.chain_nodes, root, mara.acceptance, bar)
+        if not won.yes or won.node_id not in run.scored:
+            break
+        if bar.check(run.scored[won.node_id][1]).strong:
+            break
+        checks = {m.node_id: bar.check(run.scored[m.node_id][1]) for m in pool.kept}
+        polishable = [
+            m for m in pool.kept if checks[m.node_id].passed and not checks[m.node_id].strong
+        ]
+        nid = draw(polishable, f"polish:{p}")
+        if nid is None:
+            break
+        walks.append(run.walk(p, nid, 1, polish=True))
+        pool = _pool(run)
+        pools.append(pool.to_dict())
+    return walks, pools
