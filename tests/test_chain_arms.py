@@ -86,6 +86,7 @@ def _arm(seed: int, arm: str, admitted: list[str], gain: float | None = 0.02, **
         "arm": arm,
         "status": "accepted" if admitted else "rejected",
         "admitted": admitted,
+        "chain_admitted": [],
         "attempts": 9,
         "chain_steps": 2 if arm == "chain" else 0,
         "chain_steps_bound": 3 if arm == "chain" else 0,
@@ -101,7 +102,7 @@ def _arm(seed: int, arm: str, admitted: list[str], gain: float | None = 0.02, **
 def test_arms_pair_by_seed_into_recovered_lost_and_attempt_matched_groups() -> None:
     rows = [
         _arm(2, "discard", ["g1", "g2"], gain=0.05),
-        _arm(2, "chain", ["g1", "g3", "g4"], gain=0.04, harmed=3),
+        _arm(2, "chain", ["g1", "g3", "g4"], gain=0.04, harmed=3, chain_admitted=["g1", "g3"]),
         _arm(2, "discard_k_plus_d", ["g1", "g2", "g4"]),
         _arm(1, "chain", ["g1"]),  # seed 1 lacks its other arms
     ]
@@ -111,10 +112,11 @@ def test_arms_pair_by_seed_into_recovered_lost_and_attempt_matched_groups() -> N
     counts = [two[f"{a}_admitted"] for a in CHAIN_ARMS]
     assert counts == [2, 3, 3]
     assert two["recovered"] == ["g3", "g4"] and two["lost"] == ["g2"]
+    assert two["recovered_by_node"] == ["g3"]  # g4's admitted artifact is a direct attempt
     assert two["k_plus_d_recovered"] == ["g4"] and two["chain_only"] == ["g3"]
     assert (two["chain_steps"], two["chain_steps_bound"]) == (2, 3)
     assert (two["chain_rollouts"], two["chain_rollouts_bound"]) == (20, 30)
-    assert two["rollouts_per_recovered"] == 10.0  # 20 rollouts, 2 groups recovered
+    assert two["rollouts_per_recovered"] == 20.0  # 20 rollouts, 1 group recovered by a node
     assert (two["discard_gain_pp"], two["chain_gain_pp"], two["chain_harmed"]) == (5.0, 4.0, 3)
     one = f.set_index("seed").loc[1]
     assert one["chain_admitted"] == 1 and one["recovered"] is None and one["discard_status"] is None
@@ -186,7 +188,8 @@ def test_arm_rows_of_real_rounds_pair_into_the_chains_recovery(
             k: outcome[k] for k in CHAIN_ARM_KEYS[-6:]
         }
     paired = chain_arms_df(rows).iloc[0]
-    assert "g3" in paired["recovered"] and paired["lost"] == []
+    assert "g3" in paired["recovered"] and "g3" in paired["recovered_by_node"]
+    assert paired["lost"] == []
     assert paired["chain_admitted"] == paired["discard_admitted"] + len(paired["recovered"])
     assert 0 < paired["chain_steps"] <= paired["chain_steps_bound"]
     assert paired["discard_k_plus_d_admitted"] is None and paired["chain_only"] is None

@@ -153,6 +153,7 @@ CHAIN_ARMS_COLUMNS: tuple[str, ...] = (
     "seed",
     *(f"{a}_admitted" for a in CHAIN_ARMS),
     "recovered",
+    "recovered_by_node",
     "lost",
     "k_plus_d_recovered",
     "chain_only",
@@ -259,11 +260,13 @@ def chain_arms_df(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     synthesis, so a group admitted under one arm and not another is the synthesis' doing.
 
     Columns (:data:`CHAIN_ARMS_COLUMNS`): ``seed``; ``<arm>_admitted`` (groups the gate admitted);
-    ``recovered`` (admitted with the chain, not by discard), ``lost`` (admitted by discard, not
+    ``recovered`` (admitted with the chain, not by discard: the gate judges the library as a whole,
+    so this holds direct artifacts admitted with the chain's library too), ``recovered_by_node``
+    (those whose admitted artifact is a chain node), ``lost`` (admitted by discard, not
     with the chain), ``k_plus_d_recovered`` (admitted by discard with K + d attempts, not by
     discard), ``chain_only`` (admitted with the chain, not by discard with K + d); the chain arm's
     ``chain_steps`` / ``chain_rollouts`` beside ``chain_steps_bound`` / ``chain_rollouts_bound``,
-    and ``rollouts_per_recovered`` (``None`` when the chain recovered nothing);
+    and ``rollouts_per_recovered`` (per group recovered by a chain node; ``None`` when none);
     per arm ``<arm>_gain_pp`` (report-only test gain, percentage points), ``<arm>_helped``,
     ``<arm>_harmed`` and ``<arm>_status``. Group lists are sorted ids; a column that needs an
     arm the seed lacks is ``None`` (the frame keeps Python objects: counts stay ints).
@@ -277,15 +280,19 @@ def chain_arms_df(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
         chain = arms.get("chain")
         row: dict[str, Any] = {"seed": seed}
         row.update({f"{a}_admitted": _count(arms.get(a)) for a in CHAIN_ARMS})
+        recovered = _minus(ch, dis)
         row.update(
-            recovered=_minus(ch, dis),
+            recovered=recovered,
+            recovered_by_node=None
+            if chain is None or recovered is None
+            else sorted(set(recovered) & {str(g) for g in chain["chain_admitted"]}),
             lost=_minus(dis, ch),
             k_plus_d_recovered=_minus(kd, dis),
             chain_only=_minus(ch, kd),
         )
         for k in ("chain_steps", "chain_steps_bound", "chain_rollouts", "chain_rollouts_bound"):
             row[k] = None if chain is None else int(chain[k])
-        n_rec = len(row["recovered"] or [])
+        n_rec = len(row["recovered_by_node"] or [])
         row["rollouts_per_recovered"] = round(row["chain_rollouts"] / n_rec, 1) if n_rec else None
         for a in CHAIN_ARMS:
             r = arms.get(a)
