@@ -43,6 +43,7 @@ EXPECTED = [
     "95_study_multi_round",
     "96_study_funnel",
     "97_study_marachain",
+    "98_study_taxonomy_coded",
 ]
 KEEP = {"keep_output", "nbval-check-output"}
 

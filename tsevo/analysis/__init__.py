@@ -23,6 +23,8 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
   :func:`chain_arms_summary`, :func:`chain_recoveries_df`
 * failure taxonomies: :func:`codes_df`, :func:`firings_df`, :func:`agreement_df`,
   :func:`versions_df`, :func:`gaps_df`, :func:`trace_flips_df`, :func:`taxonomy_metrics`
+* the paired taxonomy study (arms differing only in the consumers): :func:`taxonomy_arm_params`,
+  :func:`taxonomy_arm_row`, :func:`taxonomy_answer_rows`, :func:`taxonomy_arms_df`
 """
 
 from ._runs import load_records, rounds_in, run_suite
@@ -103,6 +105,16 @@ from .taxonomy import (
     trace_flips_df,
     versions_df,
 )
+from .taxonomy_arms import (
+    TAXONOMY_ARM_KEYS,
+    TAXONOMY_ARMS,
+    TAXONOMY_ARMS_COLUMNS,
+    arm_label,
+    taxonomy_answer_rows,
+    taxonomy_arm_params,
+    taxonomy_arm_row,
+    taxonomy_arms_df,
+)
 from .tools import CHAIN_COLUMNS, TOOLS_COLUMNS, chain_table, tools_df
 
 __all__ = [
@@ -138,10 +150,14 @@ __all__ = [
     "PAIRED_TABLE_COLUMNS",
     "PRUNE_COLUMNS",
     "REPAIRS_COLUMNS",
+    "TAXONOMY_ARMS",
+    "TAXONOMY_ARMS_COLUMNS",
+    "TAXONOMY_ARM_KEYS",
     "TEST_DELTAS_COLUMNS",
     "TOOLS_COLUMNS",
     "VERSIONS_COLUMNS",
     "agreement_df",
+    "arm_label",
     "attempts_table",
     "base_pass_table",
     "buckets_table",
@@ -184,6 +200,10 @@ __all__ = [
     "solver_table",
     "suite_metrics",
     "summary_text",
+    "taxonomy_answer_rows",
+    "taxonomy_arm_params",
+    "taxonomy_arm_row",
+    "taxonomy_arms_df",
     "taxonomy_metrics",
     "test_deltas",
     "tools_df",

@@ -59,6 +59,7 @@ from .studies import (
     StudyConfig,
     TransferConfig,
 )
+from .study_taxonomy import TaxonomyStudyConfig
 
 __all__ = [
     "BACKENDS",
@@ -81,6 +82,7 @@ __all__ = [
     "QuickstartConfig",
     "StudyConfig",
     "TaxonomyNotebookConfig",
+    "TaxonomyStudyConfig",
     "TransferConfig",
     "ensure_run",
     "make_synthetic_suite",
@@ -109,6 +111,7 @@ CONFIGS: dict[str, type[NotebookConfig]] = {
         MultiRoundConfig,
         FunnelConfig,
         MaraChainStudyConfig,
+        TaxonomyStudyConfig,
     )
 }
 """Notebook stem -> its config class."""
