@@ -58,3 +58,22 @@ def test_marachain_spec_runs_the_benchmarks_arms_on_dev_seeds():
             ARMS[p["arms"]], base=ProtocolConfig(rounds=1, seed=p["seed"])
         )
         assert cfg.protocol() == bench and cfg.suite_ref == f"synthetic:mixed:seed={p['seed']}"
+
+
+def test_taxonomy_spec_runs_every_arm_of_one_dev_seed_per_cell():
+    from tsevo.analysis import TAXONOMY_ARMS
+    from tsevo.evolve import ProtocolConfig
+    from tsevo.notebook import TaxonomyStudyConfig
+
+    spec = load_spec(REPO / "experiments" / "taxonomy_coded.json")
+    assert spec.notebook_file().stem == TaxonomyStudyConfig.notebook
+    points = grid_points(spec)
+    assert sorted(p["seed"] for p in points) == [101, 102, 103]
+    for p in points:
+        cfg = TaxonomyStudyConfig.from_params(p)  # the notebook's config takes every point
+        assert cfg.arm_list()[0] == "none" and set(cfg.arm_list()) == set(TAXONOMY_ARMS)
+        assert cfg.suite_ref == f"synthetic:mixed:seed={p['seed']}"
+        assert cfg.base_config().protocol() == ProtocolConfig(rounds=1, seed=p["seed"])
+        coded = cfg.arm_protocol("coded", "t.json")
+        assert coded.taxonomy.allow_unaccepted and coded.taxonomy.diagnoses == "instead"
+        assert coded.replace(taxonomy=ProtocolConfig().taxonomy) == cfg.base_config().protocol()

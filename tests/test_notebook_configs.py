@@ -295,3 +295,31 @@ def test_chain_study_rows_pair_only_runs_of_one_seed(
     (other / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="do not pair"):
         cfg.arm_rows({"discard": other, "chain": chain_run})
+
+
+# ---------------------------------------------------------------------- the paired taxonomy study
+def test_taxonomy_study_arms_sit_beside_the_base_run_named_by_their_taxonomy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(nb.RUN_DIR_ENV, str(tmp_path / "run"))
+    cfg = nb.TaxonomyStudyConfig()
+    assert cfg.arm_list() == ["none", "coded"]
+    # none is the stage run itself: same protocol, same folder, where the metrics go
+    assert cfg.protocol() == nb.QuickstartConfig().protocol()
+    assert cfg.base_path() == cfg.run_path() == nb.QuickstartConfig().run_path()
+    fp = "sha256:" + "0123abcd" * 8
+    pinned = {"path": str(tmp_path / "t.json"), "fingerprint": fp}
+    coded = cfg.arm_config("coded", pinned)
+    assert coded.run_path() == tmp_path / "run-taxonomy-coded-0123abcd"
+    assert coded.protocol().taxonomy.fingerprint == fp and coded.arm_list() == ["coded"]
+    assert cfg.arm_config("none", pinned).run_path() == tmp_path / "run"
+    assert cfg.stage().induce_config() == nb.TaxonomyNotebookConfig().induce_config()
+    for bad in ("coded,coded", "", "free_text"):
+        with pytest.raises(ValueError, match="distinct arms"):
+            nb.TaxonomyStudyConfig(arms=bad)
+    with pytest.raises(ValueError, match="traces"):
+        nb.TaxonomyStudyConfig(traces="val")
+    with pytest.raises(ValueError, match="without a taxonomy_path"):
+        nb.TaxonomyStudyConfig(taxonomy_fingerprint=fp)
+    with pytest.raises(ValueError, match="fingerprint"):
+        nb.TaxonomyStudyConfig(taxonomy_path="t.json", taxonomy_fingerprint="sha256:xyz")
