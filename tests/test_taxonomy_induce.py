@@ -9,7 +9,7 @@ import pytest
 
 from tests.taxonomy_fixtures import permuted, planted
 from tsevo.taxonomy import taxonomy_to_dict
-from tsevo.taxonomy.induce import InduceConfig, _bh, fires, induce
+from tsevo.taxonomy.induce import ROLE_GUARDS, InduceConfig, _bh, fires, induce
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +80,18 @@ def test_bh_matches_hand_values():
     p = np.array([0.01, 0.04, 0.03, 0.20])
     # sorted 0.01 0.03 0.04 0.20 -> 0.04 0.06 0.0533 0.20; monotone from the top: 0.0533 for both
     np.testing.assert_allclose(_bh(p), [0.04, 0.16 / 3, 0.16 / 3, 0.20])
+
+
+def test_role_steps_mine_the_traces_where_the_role_acted(planted_set):
+    """The reviewer and tool steps read the traces with a reviewed stage; the answerer every one.
+
+    (The planted set gives those roles no code; tests/test_taxonomy_refine.py checks one that has.)
+    """
+    traces, _ = planted_set
+    result = induce(traces)
+    pool = [t for t in traces if t.problem_id in set(result.pool_ids)]
+    for role, guard in ROLE_GUARDS.items():
+        step = result.steps[f"step4_B_{role}"]
+        acted = [t for t in pool if fires({"any": [{"all": [guard.to_dict()]}]}, t.features)]
+        assert step["where"] == guard.text() and step["traces"] == len(acted)
+    assert result.steps["step4_B_answerer"]["where"] == "every trace"

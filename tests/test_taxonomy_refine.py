@@ -21,7 +21,7 @@ from tsevo.cli import main
 from tsevo.roles.llm import LLMConfig
 from tsevo.store import RunLayout
 from tsevo.taxonomy import Code, Taxonomy, TaxonomyError, load_taxonomy, read_lineage
-from tsevo.taxonomy.induce import fires
+from tsevo.taxonomy.induce import ROLE_GUARDS, fires
 from tsevo.taxonomy.llm_panel import PANEL
 from tsevo.taxonomy.refine import (
     RefineConfig,
@@ -173,9 +173,13 @@ def test_load_pinned_names_a_changed_file(flow, tmp_path):
 
 
 def test_rejected_refinement_keeps_current_and_records_proposal(flow):
-    """Round 4 also fails at random (40% of the rest): the panel cannot agree on that mass."""
+    """Round 4 also fails at random (60% of the rest): the panel cannot agree on that mass.
+
+    (At 40% it could once B codes were mined where the reviewer acted: B.1's detector then
+    requires a reviewed stage and stops firing on the abstentions, and the panel agrees.)
+    """
     run, lay = flow.spare, RunLayout(flow.spare)
-    r = add_round(run, ("replace", "short"), n=N, seed=SEED, background=0.4)
+    r = add_round(run, ("replace", "short"), n=N, seed=SEED, background=0.6)
     before = _files(lay)
     res = refine_run(run, round_=r)
     assert res.decision == "rejected" and res.proposal is not None
@@ -285,3 +289,15 @@ def test_llm_panel_gates_a_refinement_and_a_cached_rerun_asks_nothing(flow, tmp_
     assert again.decision == res.decision and _files(lay) == first
     man = json.loads(lay.taxonomy.manifest.read_text("utf-8"))
     assert man["refine"]["rounds"]["2"]["panel"] == PANEL
+
+
+def test_a_reviewer_code_requires_a_reviewed_stage(flow):
+    """B.1 (the reviewer's) was mined where the reviewer acted and fires nowhere else."""
+    (b1,) = [c for c in flow.v1.axis("B") if c.applies_to_role == "reviewer"]
+    (clause,) = b1.detector["any"]
+    assert ROLE_GUARDS["reviewer"].to_dict() in clause["all"]
+    traces = run_traces(flow.root, 1)
+    fired = [t for t in traces if fires(b1.detector, t.features)]
+    assert fired and all(t.features["review.n_stages"] >= 1 for t in fired)
+    unreviewed = {**fired[0].features, "review.n_stages": 0}  # the same trace, no stage
+    assert not fires(b1.detector, unreviewed)

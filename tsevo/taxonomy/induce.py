@@ -11,11 +11,13 @@ different features, and keeps a candidate when
 * its one-sided Fisher exact p (hypergeometric tail) passes Benjamini–Hochberg at q = 0.05 over
   all candidates of the step.
 
-Kept candidates are selected greedily by new failures covered weighted by the lift above 1 (so a
-broad code does not crowd out the specific one inside it; the design's plain count picks the
-superset), Jaccard ≤ 0.5 to those selected, at most 8 per axis. A role or axis left empty gets one relaxed pass (support ≥ 2, lift ≥ 1.1, BH
-still applied); still empty, the gap is recorded in ``coverage_gaps``, never filled. Every
-ordering is fixed (ties by name), so a rerun is byte-identical.
+A role's B step mines only the traces where the role acted (:data:`ROLE_GUARDS`; its codes'
+detectors require the guard), so "the role did not act" stays an A code. Kept candidates are
+selected greedily by new failures covered weighted by the lift above 1 (a broad code does not
+crowd out the specific one inside it), Jaccard ≤ 0.5 to those selected, at most 8 per axis. A
+role or axis left empty gets one relaxed pass (support ≥ 2, lift ≥ 1.1, BH still applied); still
+empty, the gap is recorded in ``coverage_gaps``, never filled. Every ordering is fixed (ties by
+name), so a rerun is byte-identical.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from .model import Taxonomy
 from .traces import FEATURES, Trace
 
 __all__ = [
+    "ROLE_GUARDS",
     "Atom",
     "Candidate",
     "InduceConfig",
@@ -162,6 +165,13 @@ def fires(detector: Mapping[str, Any] | None, features: Mapping[str, Any]) -> bo
         if ok:
             return True
     return False
+
+
+#: Where a role acts (the answerer: every trace; reviewer and tools: a stage shortlisted a tool).
+ROLE_GUARDS: dict[str, Atom] = {
+    "reviewer": Atom("review.n_stages", ">=", 1),
+    "tool": Atom("review.n_stages", ">=", 1),
+}
 
 
 def _rank(seed: int, tag: str, key: str) -> str:
@@ -305,11 +315,24 @@ def draft_code(
     pool: Sequence[Trace],
     fail: np.ndarray,
     sibling: Candidate | None,
+    guard: Atom | None = None,
 ) -> Code:
-    """A code drafted from a selected candidate: predicate, measured rates, evidence (≤ 5)."""
+    """A code drafted from a selected candidate: predicate, measured rates, evidence (≤ 5).
+
+    With ``guard`` (a role's B code, mined on the traces where the role acted) the detector
+    requires the guard too, and the rates are those of that sub-pool.
+    """
     pred = " and ".join(a.text() for a in c.atoms)
     rate = c.support / c.fired
     base = fail.mean()
+    where = (
+        "In the induction pool"
+        if guard is None
+        else (
+            f"Among the {len(pool)} induction-pool traces where {guard.text()} (the {role} acted)"
+        )
+    )
+    atoms = c.atoms if guard is None or guard in c.atoms else (guard, *c.atoms)
     evidence = tuple(
         sorted(t.problem_id for t, m, f in zip(pool, c.mask, fail, strict=True) if m and f)[:5]
     )
@@ -324,17 +347,17 @@ def draft_code(
         category=axis,
         name=_title(" ".join(a.phrase() for a in c.atoms), role),
         description=(
-            f"Traces where {pred}. In the induction pool {c.support} of the {c.fired} traces it "
+            f"Traces where {pred}. {where} {c.support} of the {c.fired} traces it "
             f"fires on failed ({rate:.0%}, against {base:.0%} overall; lift {c.lift:.2f}, "
             f"one-sided Fisher p {c.p:.2g}, BH-adjusted {c.p_adj:.2g})."
         ),
         when_to_use=f"Assign when the trace shows {pred}.",
         when_not_to_use=not_use,
-        detection_heuristics=(" AND ".join(a.text() for a in c.atoms),),
+        detection_heuristics=(" AND ".join(a.text() for a in atoms),),
         severity=severity,
         applies_to_role=role,
         area=_area(axis, c.atoms, role),
-        detector={"any": [{"all": [a.to_dict() for a in c.atoms]}]},
+        detector={"any": [{"all": [a.to_dict() for a in atoms]}]},
         outcome_blind=True,
         evidence_trace_ids=evidence,
         extras={"support": c.support, "lift": round(c.lift, 6)},
@@ -386,14 +409,23 @@ def induce(traces: Sequence[Trace], cfg: InduceConfig | None = None) -> Inductio
     for step, family, role in plan:
         axis = "A" if family == "system" else "B" if role else "C"
         feats = [n for n in blind if _family(n) == family]
-        chosen, cands = mine(feats, pool, cfg)
+        # B codes are mined where the role acted: "it did not act" stays an A code
+        guard = ROLE_GUARDS.get(role or "")
+        idx = np.arange(len(pool))
+        if guard is not None:
+            values = [t.features.get(guard.feature) for t in pool]
+            idx = np.flatnonzero(atom_mask(values, guard.op, guard.value))
+        sub = [pool[i] for i in idx]
+        chosen, cands = mine(feats, sub, cfg)
         relaxed = False
         if not chosen:
-            chosen, cands = mine(feats, pool, cfg, relaxed=True)
+            chosen, cands = mine(feats, sub, cfg, relaxed=True)
             relaxed = bool(chosen)
         steps[step] = {
             "axis": axis,
             "role": role,
+            "where": guard.text() if guard is not None else "every trace",
+            "traces": len(sub),
             "relaxed": relaxed,
             "tested": len(cands),
             "selected": [c.key for c in chosen],
@@ -418,10 +450,12 @@ def induce(traces: Sequence[Trace], cfg: InduceConfig | None = None) -> Inductio
                     "reason": "no candidate passed support, lift and BH (relaxed pass too)",
                 }
             )
+        sub_fail = fail[idx]
         for c in chosen:
-            drafts.append(
-                (draft_code(axis, c, role, pool, fail, _sibling(c, cands, chosen)), c.mask)
-            )
+            code = draft_code(axis, c, role, sub, sub_fail, _sibling(c, cands, chosen), guard)
+            full = np.zeros(len(pool), dtype=bool)
+            full[idx] = c.mask
+            drafts.append((code, full))
     # S6: extensional duplicates across steps (firing Jaccard >= 0.8): keep the simpler, earlier
     kept: list[tuple[Code, np.ndarray]] = []
     dropped = []
