@@ -47,6 +47,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 stderr=subprocess.DEVNULL,
             )
         )
+    if any(str(item.fspath).endswith("97_study_marachain.ipynb") for item in session.items):
+        _BACKGROUND.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _MARA_STUDY],
+                env=dict(os.environ),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
     if any(str(item.fspath).endswith("95_study_multi_round.ipynb") for item in session.items):
         _BACKGROUND.append(
             subprocess.Popen(
@@ -63,6 +72,10 @@ _MULTI_ROUND = (
 )
 _MARA_CHAINS = (
     "from tsevo import notebook as nb; nb.ensure_run(nb.MaraChainsConfig(), log=lambda _: None)"
+)
+_MARA_STUDY = (
+    "from tsevo import notebook as nb; c = nb.MaraChainStudyConfig(); "
+    "nb.ensure_run(c.arm_config('discard_k_plus_d'), log=lambda _: None)"
 )
 _BACKGROUND: list[subprocess.Popen[bytes]] = []
 

@@ -16,6 +16,7 @@ import pandas as pd
 __all__ = [
     "STUDY_FIGURES",
     "ablation_figure",
+    "chain_arms_figure",
     "funnel_figure",
     "gate_calibration_figure",
     "main_table_figure",
@@ -199,6 +200,22 @@ def funnel_figure(funnel: pd.DataFrame) -> Any:
     return fig
 
 
+def chain_arms_figure(rows: pd.DataFrame) -> Any:
+    """Issue 13's paired chain study: groups the gate admitted per seed and arm.
+
+    ``rows``: :func:`tsevo.analysis.chain_arm_row` rows with ``seed`` and ``arm`` (one cell's arms or
+    every cell's); bars in the order of :data:`tsevo.analysis.CHAIN_ARMS`.
+    """
+    import seaborn as sns
+
+    order = [a for a in ("discard", "chain", "discard_k_plus_d") if a in set(rows["arm"])]
+    fig, ax = _figure(6.5, 3.2)
+    sns.barplot(data=rows, x="seed", y="n_admitted", hue="arm", hue_order=order, ax=ax)
+    ax.set_title("work groups the gate admitted, per seed and arm", fontsize=9)
+    ax.set_ylabel("groups admitted")
+    return fig
+
+
 STUDY_FIGURES: dict[str, Callable[[pd.DataFrame], Any]] = {
     "91_study_main_table": main_table_figure,
     "92_study_transfer": transfer_figure,
@@ -206,6 +223,7 @@ STUDY_FIGURES: dict[str, Callable[[pd.DataFrame], Any]] = {
     "94_study_gate_calibration": gate_calibration_figure,
     "95_study_multi_round": rounds_figure,
     "96_study_funnel": funnel_figure,
+    "97_study_marachain": chain_arms_figure,
 }
 """Study notebook -> the figure of its rows."""
 

@@ -89,7 +89,7 @@ class MaraChainsConfig(NotebookConfig):
     acceptance: str = "paper"
     """Acceptance variant: paper (a node clears the prefilter bar) | code (beats the root's sum)."""
     start: str = "last"
-    """Which rejected attempt a chain starts from: last (the Mara paper's) | best (the strongest)."""
+    """Which rejected attempt a chain starts from: last (the Mara paper's) | strongest."""
     round: int = 1
     """Round whose chains are shown."""
 
@@ -103,12 +103,12 @@ class MaraChainsConfig(NotebookConfig):
         return replace(super().protocol(), marachain=mara)
 
     def variant(self) -> str:
-        """``marachain-d<depth>`` (``-best``, ``-code`` for those variants) unless chains are off."""
+        """``marachain-d<depth>`` (``-strongest``, ``-code`` for those variants) unless chains are off."""
         if self.depth == 0:
             return ""
         return (
             f"marachain-d{self.depth}"
-            + ("-best" if self.start == "best" else "")
+            + ("-strongest" if self.start == "strongest" else "")
             + ("-code" if self.acceptance == "code" else "")
         )
 
