@@ -126,6 +126,8 @@ def test_the_study_pins_one_taxonomy_per_base_run(tiny_run: Path, tmp_path: Path
     cfg = nb.TaxonomyStudyConfig(run_dir=str(base))
     first = cfg.pinned(log=lambda _: None)
     assert first["source"] == "induced" and first["status"] == "accepted"
+    pins = json.loads((base / "taxonomy" / "pins.json").read_text())
+    assert pins["taxonomy_study:all:0"]["fingerprint"] == first["fingerprint"]
     path = Path(first["path"])
     assert path.parent == (base / "taxonomy" / "versions").resolve()
     assert load_taxonomy(path).fingerprint == first["fingerprint"]
@@ -147,3 +149,19 @@ def test_the_study_pins_one_taxonomy_per_base_run(tiny_run: Path, tmp_path: Path
     path.write_text(json.dumps(tax))
     with pytest.raises(TaxonomyError):
         cfg.pinned(log=lambda _: None)
+
+
+def test_arm_row_reads_the_llm_rounds_tokens_and_scripted_label(
+    tiny_run: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns("taxonomy", "notebook_metrics"))
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest.update(backend="llm", llm={"models": {"answerer": SCRIPTED_MODEL}})
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    counters = {"prompt_tokens": 100, "completion_tokens": 7, "calls": 2}
+    acc = {"answerer": {"base": counters}, "synthesizer": {"synthesize": dict(counters)}}
+    (run / "rounds" / "r1" / "llm_accounting.json").write_text(json.dumps({"accounting": acc}))
+    row = analysis.taxonomy_arm_row(run, "coded")
+    assert (row["label"], row["backend"], row["tokens"]) == ("scripted", "llm", 214)
+    assert {r["label"] for r in analysis.taxonomy_answer_rows(run, "coded")} == {"scripted"}

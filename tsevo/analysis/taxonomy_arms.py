@@ -129,10 +129,10 @@ def taxonomy_arm_row(run: Run, arm: str, round_: int = 1) -> dict[str, Any]:
     cards = contracts.get("cards") or []
     acc = store.read_json_or(paths.llm_accounting)
     tokens = None
-    if acc is not None:
-        total = acc.get("accounting", {}).get("total", acc.get("accounting", {}))
-        tokens = int(total.get("prompt_tokens", 0) or 0) + int(
-            total.get("completion_tokens", 0) or 0
+    if acc is not None:  # {role: {stage: counters}}
+        stages = [c for role in acc.get("accounting", {}).values() for c in role.values()]
+        tokens = sum(
+            int(c.get("prompt_tokens", 0)) + int(c.get("completion_tokens", 0)) for c in stages
         )
     base = chain_arm_row(store, round_)
     manifest = store.manifest

@@ -31,7 +31,8 @@ from .stages import TaxonomyNotebookConfig
 __all__ = ["PIN_CONSUMER", "TaxonomyStudyConfig"]
 
 PIN_CONSUMER = "taxonomy_study"
-"""The consumer name the study pins its taxonomy under (``taxonomy/pins.json`` of the base run)."""
+"""The consumer name the study pins its taxonomy under (``taxonomy/pins.json`` of the base run),
+followed by its trace source and seed (:meth:`TaxonomyStudyConfig.pin_consumer`)."""
 
 
 def _names(text: str) -> list[str]:
@@ -113,11 +114,20 @@ class TaxonomyStudyConfig(NotebookConfig):
             taxonomy_fingerprint="",
         )  # fmt: skip
 
+    def pin_consumer(self) -> str:
+        """The pin's consumer name: ``taxonomy_study:<traces>:<taxonomy_seed>``.
+
+        Another trace source or seed is another pin, so a rerun never reuses a taxonomy induced
+        under other settings (re-inducing then meets the old pin: a pinned version file is never
+        rewritten, and the run refuses loudly).
+        """
+        return f"{PIN_CONSUMER}:{self.traces}:{self.taxonomy_seed}"
+
     def pinned(self, log: Callable[[str], None] = print) -> dict[str, Any]:
         """The study's taxonomy: evolve the base run if needed, then induce, gate and pin it.
 
         With ``taxonomy_path`` that file is pinned as it is. Otherwise the base run's earlier pin
-        (consumer :data:`PIN_CONSUMER`) is reused, its version file checked against the pinned
+        (consumer :meth:`pin_consumer`) is reused, its version file checked against the pinned
         fingerprint; only without one is a taxonomy induced and gated (builtin, deterministic) on
         the base run's train traces and pinned. Returns ``path`` (absolute), ``fingerprint``,
         ``status``, ``codes``, ``version_n`` and ``source`` (given | reused | induced).
@@ -133,14 +143,15 @@ class TaxonomyStudyConfig(NotebookConfig):
         else:
             base = ensure_run(self.base_config(), log=log)
             source = "reused"
-            if PIN_CONSUMER not in read_pins(base):
+            consumer = self.pin_consumer()
+            if consumer not in read_pins(base):
                 stage = self.stage()
                 taxonomy_runs.induce_run(base, config=stage.induce_config(), source=self.traces)
                 taxonomy_runs.gate_run(base, config=stage.gate_config())
-                pin(base, PIN_CONSUMER)
+                pin(base, consumer)
                 source = "induced"
-            tax = load_pinned(base, PIN_CONSUMER)
-            rec = read_pins(base)[PIN_CONSUMER]
+            tax = load_pinned(base, consumer)
+            rec = read_pins(base)[consumer]
             path = (base / "taxonomy" / str(rec["path"])).resolve()
         return {
             "path": str(path),
