@@ -96,6 +96,8 @@ def test_paired_frame_hand_counted() -> None:
     with pytest.raises(ValueError, match="two answers"):
         analysis.taxonomy_arms_df([*rows, rows[0]])
     assert analysis.taxonomy_arms_df([]).empty
+    with pytest.raises(ValueError, match="different labels"):
+        analysis.taxonomy_arms_df([*rows[:3], *[dict(r, label="scripted") for r in rows[3:6]]])
 
 
 def test_answer_rows_and_arm_row_of_the_tiny_round(tiny_run: Path) -> None:
@@ -165,3 +167,5 @@ def test_arm_row_reads_the_llm_rounds_tokens_and_scripted_label(
     row = analysis.taxonomy_arm_row(run, "coded")
     assert (row["label"], row["backend"], row["tokens"]) == ("scripted", "llm", 214)
     assert {r["label"] for r in analysis.taxonomy_answer_rows(run, "coded")} == {"scripted"}
+    with pytest.raises(ValueError, match="do not pair"):  # a builtin base beside an llm arm
+        nb.TaxonomyStudyConfig().arm_rows({"none": tiny_run, "coded": run})

@@ -229,7 +229,8 @@ def taxonomy_arms_df(rows: Iterable[Mapping[str, Any]], reference: str = "none")
     base pass held). Report-only: the test split is used in no decision.
 
     Raises:
-        ValueError: Two rows for one seed, arm and question.
+        ValueError: Two rows for one seed, arm and question, or arms of one seed under different
+            labels (a builtin reference beside an LLM arm does not pair).
     """
     f = pd.DataFrame(list(rows))
     if f.empty:
@@ -238,6 +239,10 @@ def taxonomy_arms_df(rows: Iterable[Mapping[str, Any]], reference: str = "none")
         raise ValueError("two answers for one seed, arm and question")
     out = []
     for seed, by_seed in f.groupby("seed", sort=True):
+        if by_seed["label"].nunique() > 1:
+            raise ValueError(
+                f"seed {seed}: arms under different labels {sorted(set(by_seed['label']))}"
+            )
         ref = by_seed[by_seed["arm"] == reference]
         if ref.empty:
             continue

@@ -180,12 +180,13 @@ class TaxonomyStudyConfig(NotebookConfig):
         """One row per arm (:func:`tsevo.analysis.taxonomy_arm_row`).
 
         Raises:
-            ValueError: The runs answered different suites or seeds (they would not pair).
+            ValueError: The runs answered different suites or seeds, or ran on different backends
+                or labels (a reused builtin base run beside LLM arms): they would not pair.
         """
         rows = [taxonomy_arm_row(run, arm) for arm, run in runs.items()]
-        seen = sorted({(r["seed"], r["suite"]) for r in rows})
+        seen = sorted({(r["seed"], r["suite"], r["backend"], r["label"]) for r in rows})
         if len(seen) > 1:
-            raise ValueError(f"the arms' runs do not pair (seed, suite): {seen}")
+            raise ValueError(f"the arms' runs do not pair (seed, suite, backend, label): {seen}")
         return rows
 
     def answer_rows(self, runs: dict[str, Path]) -> list[dict[str, Any]]:
