@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tsevo.analysis.chain_inspect import chain_lineage_df, chains_df
+from tsevo.analysis.marachain import chain_funnel_counts, chain_nodes_df, chain_scores_df
 from tsevo.evolve import ProtocolConfig, evolve
 from tsevo.marachain import ChainLedger, MaraConfig, PoolMember, sample
 from tsevo.notebook import make_synthetic_suite
@@ -97,3 +98,13 @@ def test_frames_show_every_walk(runs: dict[str, Any]) -> None:
     assert list(walk["node_id"]) == ["r1.g3.c2.s1"] and list(walk["depth"]) == [1]
     row = chains_df(out).iloc[0]
     assert row["n_nodes"] == 2 and row["steps"] == 2
+
+
+def test_node_and_score_frames_and_funnel_count_every_walk(runs: dict[str, Any]) -> None:
+    _cfg, _chain_record, out = runs["more"]
+    nodes = chain_nodes_df(out)
+    assert list(nodes["chain_id"]) == ["r1.g3.c1", "r1.g3.c1", "r1.g3.c2"]
+    assert list(nodes["step"]) == [0, 1, 1]
+    scores = chain_scores_df(out)
+    assert set(scores["chain_id"]) == {"r1.g3.c1", "r1.g3.c2"}
+    assert chain_funnel_counts(out)[1]["chain_nodes"] == 2

@@ -42,6 +42,7 @@ __all__ = [
     "chain_diffs_df",
     "chain_lineage_df",
     "chain_records_df",
+    "chain_walks",
     "chains_df",
 ]
 
@@ -83,7 +84,7 @@ def _chains(run: Run) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
     return out
 
 
-def _walks(ch: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+def chain_walks(ch: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
     """``(chain id, nodes)`` of chain 1 and of the further chains and polish runs after it."""
     out = [(str(ch["chain_id"]), list(ch.get("nodes", [])))]
     out += [(str(w["chain_id"]), list(w.get("nodes", []))) for w in ch.get("further", [])]
@@ -125,7 +126,7 @@ def chains_df(run: Run) -> pd.DataFrame:
                 "start_reason": start.get("reason", ""),
                 "n_held_out": int(ch["batch"]["n_held_out"]),
                 "n_probe": int(ch["batch"]["n_probe"]),
-                "n_nodes": sum(len(nodes) for _c, nodes in _walks(ch)),
+                "n_nodes": sum(len(nodes) for _c, nodes in chain_walks(ch)),
                 "stopped": ch.get("stopped", ""),
                 "winner": won.get("node_id") or "",
                 "winner_reason": won.get("reason", ""),
@@ -221,7 +222,7 @@ def chain_lineage_df(run: Run) -> pd.DataFrame:
                 }
             )
         for walk_id, n, step in [
-            (w, n, step) for w, nodes in _walks(ch) for step, n in enumerate(nodes, 1)
+            (w, n, step) for w, nodes in chain_walks(ch) for step, n in enumerate(nodes, 1)
         ]:
             nid, valid = n["node_id"], "credited" in n
             if valid:
@@ -331,7 +332,7 @@ def chain_records_df(run: Run) -> pd.DataFrame:
         qids = list(ch["batch"].get("qids", []))
         parts = ["H"] * int(ch["batch"]["n_held_out"]) + ["P"] * int(ch["batch"]["n_probe"])
         for cid, n in [(ch["chain_id"], ch["v0"])] + [
-            (w, n) for w, nodes in _walks(ch) for n in nodes
+            (w, n) for w, nodes in chain_walks(ch) for n in nodes
         ]:
             nid = n["node_id"]
             tool = _candidate(store, r, nid) if "credited" in n else None

@@ -10,6 +10,9 @@ and their ``*_COLUMNS``) live in :mod:`tsevo.analysis.chain_inspect` and are re-
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pandas as pd
 
 from ._runs import Run
@@ -23,6 +26,7 @@ from .chain_inspect import (
     chain_diffs_df,
     chain_lineage_df,
     chain_records_df,
+    chain_walks,
     chains_df,
 )
 
@@ -83,8 +87,19 @@ CHAIN_SCORES_COLUMNS = [
 CHAIN_FUNNEL_ORDER = ("chain_groups", "chain_nodes", "chain_survivors")
 
 
+def _walk_nodes(ch: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every walk's nodes (chain 1, further chains, polish runs) with their chain id and step."""
+    return [
+        {**n, "step": i, "cid": cid}
+        for cid, nodes in chain_walks(ch)
+        for i, n in enumerate(nodes, 1)
+    ]
+
+
 def chain_nodes_df(run: Run) -> pd.DataFrame:
     """One row per chain node (v0 as step 0), columns :data:`CHAIN_NODES_COLUMNS`.
+
+    Nodes of further chains and polish runs carry their own ``chain_id`` and ``step``.
 
     ``winner`` marks the node the acceptance variant chose; ``survivor`` whether it went on to
     the gate as the group's candidate.
@@ -94,15 +109,22 @@ def chain_nodes_df(run: Run) -> pd.DataFrame:
         won = (ch.get("winner") or {}).get("node_id")
         v0 = ch["v0"]
         nodes = [
-            {**v0, "parent_id": "", "axis": "start", "subject": "v0", "step": 0},
-            *({**n, "step": i} for i, n in enumerate(ch.get("nodes", []), 1)),
+            {
+                **v0,
+                "parent_id": "",
+                "axis": "start",
+                "subject": "v0",
+                "step": 0,
+                "cid": ch["chain_id"],
+            },
+            *_walk_nodes(ch),
         ]
         for n in nodes:
             rows.append(
                 {
                     "round": r,
                     "group": g["group_id"],
-                    "chain_id": ch["chain_id"],
+                    "chain_id": n["cid"],
                     "label": ch.get("label", ""),
                     "acceptance": ch.get("acceptance", ""),
                     "node_id": n["node_id"],
@@ -140,10 +162,7 @@ def chain_scores_df(run: Run) -> pd.DataFrame:
         root = [0 if p == "H" else 1 for p in parts]
         credited: dict[str, list[int]] = {}
         v0 = ch["v0"]
-        nodes = [
-            {**v0, "parent_id": "", "step": 0},
-            *({**n, "step": i} for i, n in enumerate(ch.get("nodes", []), 1)),
-        ]
+        nodes = [{**v0, "parent_id": "", "step": 0, "cid": ch["chain_id"]}, *_walk_nodes(ch)]
         for n in nodes:
             if "credited" not in n or not qids:
                 continue
@@ -156,7 +175,7 @@ def chain_scores_df(run: Run) -> pd.DataFrame:
                     {
                         "round": r,
                         "group": g["group_id"],
-                        "chain_id": ch["chain_id"],
+                        "chain_id": n["cid"],
                         "node_id": n["node_id"],
                         "step": n["step"],
                         "qid": q,
@@ -176,7 +195,7 @@ def chain_funnel_counts(run: Run) -> dict[int, dict[str, int]]:
     for r, g, ch in _chains(run):
         c = out.setdefault(r, dict.fromkeys(CHAIN_FUNNEL_ORDER, 0))
         c["chain_groups"] += 1
-        c["chain_nodes"] += len(ch.get("nodes", []))
+        c["chain_nodes"] += sum(len(nodes) for _cid, nodes in chain_walks(ch))
         won = (ch.get("winner") or {}).get("node_id")
         c["chain_survivors"] += int(won is not None and g.get("survivor") == won)
     return out
