@@ -118,6 +118,14 @@ def test_answer_rows_and_arm_row_of_the_tiny_round(tiny_run: Path) -> None:
         5, "mechanism test", "off", "off"
     )  # fmt: skip
     assert arm["fingerprint"] == "" and arm["coded_buckets"] == 0 and arm["tokens"] is None
+    buckets = analysis.taxonomy_buckets_df({"none": tiny_run, "coded": tiny_run})
+    assert (
+        list(buckets.columns) == analysis.TAXONOMY_BUCKETS_COLUMNS and buckets["same_errors"].all()
+    )
+    held = analysis.failures_df(tiny_run).query("role == 'held_out'")["bucket"].value_counts()
+    assert dict(zip(buckets["bucket"], buckets["held_out"], strict=True)) == held.to_dict()
+    assert (buckets["repair_rate"] == buckets["reference_repair_rate"]).all()
+    assert buckets["admitted"].sum() == arm["n_admitted"]  # one bucket per group on this round
     chain = analysis.chain_arm_row(tiny_run)
     assert all(arm[k] == chain[k] for k in ("status", "n_admitted", "gain", "helped", "tools"))
 

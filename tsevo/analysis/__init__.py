@@ -24,7 +24,8 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
 * failure taxonomies: :func:`codes_df`, :func:`firings_df`, :func:`agreement_df`,
   :func:`versions_df`, :func:`gaps_df`, :func:`trace_flips_df`, :func:`taxonomy_metrics`
 * the paired taxonomy study (arms differing only in the consumers): :func:`taxonomy_arm_params`,
-  :func:`taxonomy_arm_row`, :func:`taxonomy_answer_rows`, :func:`taxonomy_arms_df`
+  :func:`taxonomy_arm_row`, :func:`taxonomy_answer_rows`, :func:`taxonomy_arms_df`,
+  :func:`taxonomy_buckets_df`
 """
 
 from ._runs import load_records, rounds_in, run_suite
@@ -109,11 +110,13 @@ from .taxonomy_arms import (
     TAXONOMY_ARM_KEYS,
     TAXONOMY_ARMS,
     TAXONOMY_ARMS_COLUMNS,
+    TAXONOMY_BUCKETS_COLUMNS,
     arm_label,
     taxonomy_answer_rows,
     taxonomy_arm_params,
     taxonomy_arm_row,
     taxonomy_arms_df,
+    taxonomy_buckets_df,
 )
 from .tools import CHAIN_COLUMNS, TOOLS_COLUMNS, chain_table, tools_df
 
@@ -153,6 +156,7 @@ __all__ = [
     "TAXONOMY_ARMS",
     "TAXONOMY_ARMS_COLUMNS",
     "TAXONOMY_ARM_KEYS",
+    "TAXONOMY_BUCKETS_COLUMNS",
     "TEST_DELTAS_COLUMNS",
     "TOOLS_COLUMNS",
     "VERSIONS_COLUMNS",
@@ -204,6 +208,7 @@ __all__ = [
     "taxonomy_arm_params",
     "taxonomy_arm_row",
     "taxonomy_arms_df",
+    "taxonomy_buckets_df",
     "taxonomy_metrics",
     "test_deltas",
     "tools_df",

@@ -10,7 +10,9 @@ triage). Their base passes answer with the same library, so they pair question b
   ran with, the report-only test, tokens on the LLM backend) and its label;
 * :func:`taxonomy_answer_rows`: one arm's report-only test answers, one row per question (what a
   study cell records, so arms of different cells still pair);
-* :func:`taxonomy_arms_df`: paired deltas per seed, arm and task against the reference arm.
+* :func:`taxonomy_arms_df`: paired deltas per seed, arm and task against the reference arm;
+* :func:`taxonomy_buckets_df`: the per-bucket repair rate of each arm beside the reference's (the
+  buckets match when the arms share the cluster triage, i.e. all but ``coded_triage``).
 
 Labels: builtin roles make a **mechanism test** (the builtin planner's use of codes is a recorded
 prior, the builtin synthesizer reads none of them); the scripted server's replies are computed by
@@ -26,18 +28,21 @@ from typing import Any
 import pandas as pd
 
 from ._runs import Run, load_records, open_run, run_suite
-from .chain_arms import chain_arm_row
+from .chain_arms import chain_arm_row, group_admissions
+from .failures import failures_df
 
 __all__ = [
     "SCRIPTED_MODEL_ID",
     "TAXONOMY_ARMS",
     "TAXONOMY_ARMS_COLUMNS",
     "TAXONOMY_ARM_KEYS",
+    "TAXONOMY_BUCKETS_COLUMNS",
     "arm_label",
     "taxonomy_answer_rows",
     "taxonomy_arm_params",
     "taxonomy_arm_row",
     "taxonomy_arms_df",
+    "taxonomy_buckets_df",
 ]
 
 #: Arm -> the consumers it switches on (``none``: every consumer off, the protocol itself).
@@ -63,6 +68,14 @@ TAXONOMY_ARM_KEYS = (
 TAXONOMY_ARMS_COLUMNS = [
     "seed", "arm", "reference", "label", "task", "n", "reference_acc", "arm_acc", "delta_pp",
     "helped", "harmed", "reference_gain_pp", "arm_gain_pp", "base_shared",
+]  # fmt: skip
+
+
+#: The columns of :func:`taxonomy_buckets_df`.
+TAXONOMY_BUCKETS_COLUMNS = [
+    "arm", "reference", "bucket", "held_out", "repaired", "repair_rate", "admitted",
+    "reference_held_out", "reference_repaired", "reference_repair_rate", "reference_admitted",
+    "same_errors",
 ]  # fmt: skip
 
 
@@ -254,3 +267,53 @@ def taxonomy_arms_df(rows: Iterable[Mapping[str, Any]], reference: str = "none")
                 r, x = (ref, a) if task == "ALL" else (_task(ref, task), _task(a, task))
                 out.append({**head, "task": task, **_paired(r[_COLS], x[_COLS])})
     return pd.DataFrame(out, columns=TAXONOMY_ARMS_COLUMNS)
+
+
+def _bucket_repairs(run: Run, round_: int) -> dict[str, dict[str, Any]]:
+    f = failures_df(run, round_=round_)
+    held = f[f["role"] == "held_out"]
+    admitted = set(group_admissions(run, round_)["admitted"])
+    out: dict[str, dict[str, Any]] = {}
+    for bucket, rows in held.groupby("bucket", sort=True):
+        repaired = int(sum(bool(r) for r in rows["repaired_by"]))
+        out[str(bucket)] = {
+            "qids": frozenset(rows["qid"]),
+            "held_out": len(rows),
+            "repaired": repaired,
+            "repair_rate": round(repaired / len(rows), 4),
+            "admitted": str(rows["group"].iloc[0]) in admitted,
+        }
+    return out
+
+
+def taxonomy_buckets_df(
+    runs: Mapping[str, Run], reference: str = "none", round_: int = 1
+) -> pd.DataFrame:
+    """Per-bucket repair rate of each arm beside the reference arm's (train side, one seed).
+
+    A bucket's held-out train errors are the ones its candidates were scored on; ``repaired``
+    counts those with an attributable repair by some candidate (:func:`failures_df`), ``admitted``
+    whether the gate admitted the bucket's work group. Rows pair by bucket id; ``same_errors``
+    says the two arms' buckets held the same held-out errors (true whenever both ran the cluster
+    triage, since the arms share the base pass). A bucket only one arm has leaves the other
+    side's columns empty.
+
+    Columns: :data:`TAXONOMY_BUCKETS_COLUMNS`.
+    """
+    if reference not in runs:
+        raise ValueError(f"no reference arm {reference!r} among {sorted(runs)}")
+    ref = _bucket_repairs(runs[reference], round_)
+    rows = []
+    for arm, run in runs.items():
+        if arm == reference:
+            continue
+        mine = _bucket_repairs(run, round_)
+        for bucket in sorted(set(mine) | set(ref)):
+            a, r = mine.get(bucket), ref.get(bucket)
+            row: dict[str, Any] = {"arm": arm, "reference": reference, "bucket": bucket}
+            for prefix, d in (("", a), ("reference_", r)):
+                for k in ("held_out", "repaired", "repair_rate", "admitted"):
+                    row[prefix + k] = None if d is None else d[k]
+            row["same_errors"] = a is not None and r is not None and a["qids"] == r["qids"]
+            rows.append(row)
+    return pd.DataFrame(rows, columns=TAXONOMY_BUCKETS_COLUMNS)
