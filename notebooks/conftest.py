@@ -38,33 +38,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run = Path(tempfile.mkdtemp(prefix="tsevo-nbval-")) / "run"
     nb.ensure_run(nb.QuickstartConfig(run_dir=str(run)), log=lambda _: None)
     os.environ["TSEVO_RUN_DIR"] = str(run)
-    if any(str(item.fspath).endswith("35_mara_chains.ipynb") for item in session.items):
-        _BACKGROUND.append(
-            subprocess.Popen(
-                [sys.executable, "-c", _MARA_CHAINS],
-                env=dict(os.environ),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+    # runs that only some notebooks need start in the background while the first kernels run
+    for notebook, script in (
+        ("35_mara_chains.ipynb", _MARA_CHAINS),
+        ("97_study_marachain.ipynb", _MARA_STUDY),
+        ("95_study_multi_round.ipynb", _MULTI_ROUND),
+    ):
+        if any(str(item.fspath).endswith(notebook) for item in session.items):
+            _BACKGROUND.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", script],
+                    env=dict(os.environ),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
             )
-        )
-    if any(str(item.fspath).endswith("97_study_marachain.ipynb") for item in session.items):
-        _BACKGROUND.append(
-            subprocess.Popen(
-                [sys.executable, "-c", _MARA_STUDY],
-                env=dict(os.environ),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-    if any(str(item.fspath).endswith("95_study_multi_round.ipynb") for item in session.items):
-        _BACKGROUND.append(
-            subprocess.Popen(
-                [sys.executable, "-c", _MULTI_ROUND],
-                env=dict(os.environ),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
 
 
 _MULTI_ROUND = (

@@ -65,24 +65,12 @@ from tsevo.marachain import (
 from tsevo.marachain.genome import genome_of
 from tsevo.marachain.step import artifact_key, plan_of, rule_variant
 
-from .chain_types import (
-    LABEL,
-    BuiltinProposer,
-    ChainInputs,
-    ChainSplitError,
-    Proposal,
-    StepState,
-    TrainOnlyEvaluator,
-)
+from .chain_types import LABEL, BuiltinProposer, ChainInputs, ChainSplitError, TrainOnlyEvaluator
 from .chain_walk import ChainRun, bits, node_hash, score_node
 
 __all__ = [
     "LABEL",
-    "BuiltinProposer",
-    "ChainInputs",
     "ChainSplitError",
-    "Proposal",
-    "StepState",
     "TrainOnlyEvaluator",
     "rule_variant",
     "run_builtin_chain",

@@ -47,9 +47,9 @@ from tsevo.roles.protocols import (
     WorkGroup,
 )
 
-from .chain import ChainInputs, run_chain
+from .chain import run_chain
 from .chain_llm import LLMProposer
-from .chain_types import BuiltinProposer
+from .chain_types import BuiltinProposer, ChainInputs
 from .checks import calibrate, check_draft, deliverable_signature, smoke_inputs
 from .config import ProtocolConfig
 from .evaluate import Evaluator
