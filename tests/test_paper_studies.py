@@ -303,3 +303,25 @@ def test_the_report_command_says_what_is_missing(tmp_path: Path, capsys: Any) ->
     assert "funnel: 0 rows from 0 cells" in out and "not finished (6)" in out
     meta = json.loads((tmp_path / "funnel" / "results.json").read_text())
     assert meta["cells"] == [] and len(meta["missing"]) == 6 and "figure" not in meta
+
+
+def test_the_chain_and_taxonomy_study_figures_draw_their_rows() -> None:
+    chain = pd.DataFrame(
+        [
+            {"seed": s, "arm": a, "n_admitted": n}
+            for s, counts in ((101, (1, 3, 2)), (102, (0, 2, 2)))
+            for a, n in zip(("discard", "chain", "discard_k_plus_d"), counts, strict=True)
+        ]
+    )
+    fig = widgets.STUDY_FIGURES["97_study_marachain"](chain)
+    assert [round(p.get_height()) for p in fig.axes[0].patches if p.get_height()] == [1, 3, 2, 2, 2]
+    answers = pd.DataFrame(
+        [
+            {"seed": 5, "arm": arm, "label": "mechanism test", "qid": f"q{i}", "final_correct": ok}
+            for arm, oks in (("none", (True, False)), ("coded", (True, True)))
+            for i, ok in enumerate(oks)
+        ]
+    )
+    fig = widgets.STUDY_FIGURES["98_study_taxonomy_coded"](answers)
+    heights = sorted(round(p.get_height()) for p in fig.axes[0].patches if p.get_height())
+    assert heights == [50, 100] and "mechanism test" in fig.axes[0].get_title()

@@ -22,6 +22,7 @@ __all__ = [
     "main_table_figure",
     "rounds_figure",
     "study_figure",
+    "taxonomy_arms_figure",
     "transfer_figure",
 ]
 
@@ -216,6 +217,26 @@ def chain_arms_figure(rows: pd.DataFrame) -> Any:
     return fig
 
 
+def taxonomy_arms_figure(rows: pd.DataFrame) -> Any:
+    """Issue 12's paired taxonomy study: report-only test accuracy per seed and arm.
+
+    ``rows``: :func:`tsevo.analysis.taxonomy_answer_rows` rows (``seed``, ``arm``, ``label``,
+    ``final_correct`` per test question; one cell's arms or every cell's). The bars are each arm's
+    accuracy after the round; the pairing itself is :func:`tsevo.analysis.taxonomy_arms_df`.
+    """
+    import seaborn as sns
+
+    acc = rows.groupby(["seed", "arm"], as_index=False)["final_correct"].mean()
+    acc["accuracy"] = 100 * acc["final_correct"]
+    order = [a for a in ("none", "coded", "beside", "coded_triage") if a in set(acc["arm"])]
+    fig, ax = _figure(6.5, 3.2)
+    sns.barplot(data=acc, x="seed", y="accuracy", hue="arm", hue_order=order, ax=ax)
+    labels = ", ".join(sorted(set(rows["label"]))) if "label" in rows else ""
+    ax.set_title(f"test accuracy after the round, per seed and arm ({labels})", fontsize=9)
+    ax.set_ylabel("test accuracy (%, report only)")
+    return fig
+
+
 STUDY_FIGURES: dict[str, Callable[[pd.DataFrame], Any]] = {
     "91_study_main_table": main_table_figure,
     "92_study_transfer": transfer_figure,
@@ -224,6 +245,7 @@ STUDY_FIGURES: dict[str, Callable[[pd.DataFrame], Any]] = {
     "95_study_multi_round": rounds_figure,
     "96_study_funnel": funnel_figure,
     "97_study_marachain": chain_arms_figure,
+    "98_study_taxonomy_coded": taxonomy_arms_figure,
 }
 """Study notebook -> the figure of its rows."""
 
