@@ -325,13 +325,11 @@ def draft_code(
     pred = " and ".join(a.text() for a in c.atoms)
     rate = c.support / c.fired
     base = fail.mean()
-    where = (
-        "In the induction pool"
-        if guard is None
-        else (
+    where = "In the induction pool"
+    if guard is not None:
+        where = (
             f"Among the {len(pool)} induction-pool traces where {guard.text()} (the {role} acted)"
         )
-    )
     atoms = c.atoms if guard is None or guard in c.atoms else (guard, *c.atoms)
     evidence = tuple(
         sorted(t.problem_id for t, m, f in zip(pool, c.mask, fail, strict=True) if m and f)[:5]
