@@ -14,10 +14,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from tsevo.analysis.chain_inspect import chain_lineage_df, chains_df
-from tsevo.analysis.marachain import chain_funnel_counts, chain_nodes_df, chain_scores_df
+from tsevo.analysis.marachain import (
+    chain_funnel_counts,
+    chain_nodes_df,
+    chain_scores_df,
+    selection_optimism_df,
+)
 from tsevo.evolve import ProtocolConfig, evolve
 from tsevo.marachain import ChainLedger, MaraConfig, PoolMember, sample
 from tsevo.notebook import make_synthetic_suite
@@ -108,3 +114,21 @@ def test_node_and_score_frames_and_funnel_count_every_walk(runs: dict[str, Any])
     scores = chain_scores_df(out)
     assert set(scores["chain_id"]) == {"r1.g3.c1", "r1.g3.c2"}
     assert chain_funnel_counts(out)[1]["chain_nodes"] == 2
+
+
+def test_the_optimism_probe_sets_batch_numbers_beside_validation(chain_run: Path) -> None:
+    probe = selection_optimism_df(chain_run)
+    groups = json.loads((chain_run / "rounds" / "r1" / "synthesis.json").read_text())
+    survivors = {g["group_id"]: g["survivor"] for g in groups if g.get("survivor")}
+    assert dict(zip(probe["group"], probe["node_id"], strict=True)) == survivors
+    (g3,) = [g for g in groups if g["group_id"] == "g3"]
+    won = g3["chain"]["winner"]["node_id"]
+    row = probe[probe["node_id"] == won].iloc[0]
+    node = next(n for n in g3["chain"]["nodes"] if n["node_id"] == won)
+    assert row["kind"] == "chain" and row["selected_on_batch"]
+    assert (row["batch_repairs"], row["batch_harms"]) == (node["repairs"], node["harms"])
+    val = pd.read_parquet(chain_run / "rounds" / "r1" / "val_paired.parquet")
+    mine = val[[won in list(ids) for ids in val["replaced_by"]]]
+    assert row["val_helped"] == int((mine["flip"] == "helped").sum())
+    assert row["val_harmed"] == int((mine["flip"] == "harmed").sum())
+    assert not probe[probe["kind"] == "direct"]["selected_on_batch"].any()

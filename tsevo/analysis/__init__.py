@@ -17,7 +17,8 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
 * the synthetic suite's ceiling: :func:`solver_table`
 * Mara chains: :func:`chain_nodes_df`, :func:`chain_scores_df` (and chain rows in
   :func:`funnel_df`); for inspection :func:`chains_df`, :func:`chain_lineage_df`,
-  :func:`chain_records_df`, :func:`chain_diffs_df`, :func:`chain_depth`
+  :func:`chain_records_df`, :func:`chain_diffs_df`, :func:`chain_depth`; the report-only
+  optimism probe of batch-selected winners :func:`selection_optimism_df`
 * the paired chain study (discard vs chain vs discard with K + d attempts):
   :func:`group_admissions`, :func:`chain_arm_params`, :func:`chain_arm_row`, :func:`chain_arms_df`,
   :func:`chain_arms_summary`, :func:`chain_recoveries_df`
@@ -71,6 +72,7 @@ from .marachain import (
     CHAIN_RECORDS_COLUMNS,
     CHAIN_SCORES_COLUMNS,
     CHAINS_COLUMNS,
+    SELECTION_OPTIMISM_COLUMNS,
     chain_depth,
     chain_diffs_df,
     chain_lineage_df,
@@ -78,6 +80,7 @@ from .marachain import (
     chain_records_df,
     chain_scores_df,
     chains_df,
+    selection_optimism_df,
 )
 from .measurements import MEASUREMENTS_COLUMNS, measurements_df
 from .summary import run_metrics, run_summary, run_text, suite_metrics, summary_text
@@ -153,6 +156,7 @@ __all__ = [
     "PAIRED_TABLE_COLUMNS",
     "PRUNE_COLUMNS",
     "REPAIRS_COLUMNS",
+    "SELECTION_OPTIMISM_COLUMNS",
     "TAXONOMY_ARMS",
     "TAXONOMY_ARMS_COLUMNS",
     "TAXONOMY_ARM_KEYS",
@@ -201,6 +205,7 @@ __all__ = [
     "run_suite",
     "run_summary",
     "run_text",
+    "selection_optimism_df",
     "solver_table",
     "suite_metrics",
     "summary_text",

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from ._runs import Run
+from ._runs import Run, open_run
 from .chain_inspect import (
     CHAIN_DIFFS_COLUMNS,
     CHAIN_LINEAGE_COLUMNS,
@@ -38,6 +38,7 @@ __all__ = [
     "CHAIN_NODES_COLUMNS",
     "CHAIN_RECORDS_COLUMNS",
     "CHAIN_SCORES_COLUMNS",
+    "SELECTION_OPTIMISM_COLUMNS",
     "chain_depth",
     "chain_diffs_df",
     "chain_funnel_counts",
@@ -46,6 +47,7 @@ __all__ = [
     "chain_records_df",
     "chain_scores_df",
     "chains_df",
+    "selection_optimism_df",
 ]
 
 CHAIN_NODES_COLUMNS = [
@@ -199,3 +201,65 @@ def chain_funnel_counts(run: Run) -> dict[int, dict[str, int]]:
         won = (ch.get("winner") or {}).get("node_id")
         c["chain_survivors"] += int(won is not None and g.get("survivor") == won)
     return out
+
+
+#: Columns of :func:`selection_optimism_df`.
+SELECTION_OPTIMISM_COLUMNS = [
+    "round", "group", "node_id", "kind", "selected_on_batch", "batch_repairs", "batch_held_out",
+    "batch_harms", "batch_probe", "val_helped", "val_harmed",
+]  # fmt: skip
+
+
+def _count(v: Any) -> int:
+    return v if isinstance(v, int) else len(v or ())
+
+
+def selection_optimism_df(run: Run) -> pd.DataFrame:
+    """Report-only probe of the optimism of batch-selected winners (design §1.2, §7.2).
+
+    One row per group candidate the round sent to the gate in a round where chains ran: its
+    prefilter numbers (repairs of the held-out errors, harms of the probe; a chain winner's on the
+    chain's batch, which it was selected on: ``selected_on_batch``) beside what it did on the
+    gate's paired validation run (``val_helped``/``val_harmed``: flips where it replaced the
+    answer, the prune's h_u and m_u). It reads validation after the gate has decided and feeds no
+    decision. Empty when no round ran a chain.
+    """
+    store = open_run(run)
+    rows = []
+    rounds = sorted({r for r, _g, _c in _chains(store)})
+    for r in rounds:
+        paths = store.layout.round(r)
+        if not paths.val_paired.exists():
+            continue
+        val = store.read_parquet(paths.val_paired)
+        for g in store.read_json(paths.synthesis):
+            u = g.get("survivor")
+            if not u:
+                continue
+            ch = g.get("chain")
+            walks = chain_walks(ch) if ch else []
+            node = next((n for _c, ns in walks for n in ns if n["node_id"] == u), None)
+            if ch and node is not None:
+                held, probe = int(ch["batch"]["n_held_out"]), int(ch["batch"]["n_probe"])
+                reps, harms = int(node.get("repairs", 0)), int(node.get("harms", 0))
+            else:
+                a = next(x for x in g.get("attempts", []) if x.get("tool_id") == u)
+                held, probe = int(a.get("n_held_out", 0)), int(a.get("n_probe", 0))
+                reps, harms = _count(a.get("repairs")), _count(a.get("harms"))
+            mine = val[[u in list(ids) for ids in val["replaced_by"]]]
+            rows.append(
+                {
+                    "round": r,
+                    "group": g["group_id"],
+                    "node_id": u,
+                    "kind": "chain" if node is not None else "direct",
+                    "selected_on_batch": node is not None,
+                    "batch_repairs": reps,
+                    "batch_held_out": held,
+                    "batch_harms": harms,
+                    "batch_probe": probe,
+                    "val_helped": int((mine["flip"] == "helped").sum()),
+                    "val_harmed": int((mine["flip"] == "harmed").sum()),
+                }
+            )
+    return pd.DataFrame(rows, columns=SELECTION_OPTIMISM_COLUMNS)
