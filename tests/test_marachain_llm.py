@@ -9,6 +9,7 @@ first run's response cache makes zero requests and writes the same chain.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,16 @@ def test_two_calls_per_step_with_refusals_and_an_invalid_node(first: dict[str, A
     assert s2["subject"].startswith("llm: reading_rule: ")
     assert s2["context_chars"] <= CFG.marachain.context_chars
     assert first["counts"]["chain_analyse"] == 4 and first["counts"]["chain_mutate"] == 4
+
+
+def test_each_node_folder_keeps_what_its_step_saw_and_concluded(first: dict[str, Any]) -> None:
+    s1, s2 = first["chains"][0]["nodes"]
+    folder = first["out"] / "rounds" / "r1" / "candidates"
+    for node in (s1, s2):
+        context = (folder / node["node_id"] / "context.md").read_text(encoding="utf-8")
+        assert hashlib.sha256(context.encode("utf-8")).hexdigest()[:16] == node["context_sha"]
+        analysis = json.loads((folder / node["node_id"] / "analysis.json").read_text())
+        assert analysis == node["analysis"]  # the accepted one (step 1's edit was refused)
 
 
 def test_the_ledger_books_every_call_once(first: dict[str, Any]) -> None:

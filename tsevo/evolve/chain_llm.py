@@ -216,6 +216,8 @@ class LLMProposer:
             max_chars=mara.context_chars,
             label=inp.label,
         )
+        if inp.on_step_text is not None:
+            inp.on_step_text(st.nid, "context", context)
         extra: dict[str, Any] = {
             "context_chars": len(context),
             "context_sha": hashlib.sha256(context.encode("utf-8")).hexdigest()[:16],
@@ -233,6 +235,8 @@ class LLMProposer:
         extra["calls"] = {"analyse": self._book(st, "analyse", meta)}
         analysis = reply.model_dump()
         extra["analysis"] = analysis
+        if inp.on_step_text is not None:
+            inp.on_step_text(st.nid, "analysis", json.dumps(analysis, indent=1, sort_keys=True))
         cats = Counter[str]()
         for d in analysis["delta_tracing"]:
             cats[d["category"]] += max(1, len(d["rows"]))

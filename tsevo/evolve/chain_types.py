@@ -95,6 +95,8 @@ class ChainInputs:
     cfg: Any
     ledger: ChainLedger
     on_candidate: Callable[[Tool, Any], None] | None = None
+    #: Store what an LLM step saw and concluded: ``(node_id, "context" | "analysis", text)``.
+    on_step_text: Callable[[str, str, str], None] | None = None
     #: How a question id is shown to a model (the run's opaque view ids) and back.
     label: Callable[[str], str] = str
     real: Callable[[str], str] = str

@@ -196,6 +196,11 @@ def synthesize(ctx: RoundContext) -> StepResult:
             ctx.store.write_text(c.source, tool.source)
         ctx.store.write_json(c.meta, {"tool": tool.meta_dict(), "attempt": rec.to_dict()})
 
+    def save_step_text(node_id: str, what: str, text: str) -> None:
+        if ctx.store is not None and ctx.paths is not None:
+            c = ctx.paths.candidate(node_id)
+            ctx.store.write_text(c.context if what == "context" else c.analysis, text)
+
     ledger = None
     if ctx.cfg.marachain.enabled:  # one ledger for every chain of the round
         path = ctx.paths.chain_ledger if ctx.store is not None and ctx.paths is not None else None
@@ -223,6 +228,7 @@ def synthesize(ctx: RoundContext) -> StepResult:
             split_guard=guard,
             on_candidate=save_candidate,
             ledger=ledger,
+            on_step_text=save_step_text,
         )
         for g in ctx.groups
     ]

@@ -154,6 +154,7 @@ def run_group(
     split_guard: Callable[[str], str] | None = None,
     on_candidate: Callable[[Tool, AttemptRecord], None] | None = None,
     ledger: ChainLedger | None = None,
+    on_step_text: Callable[[str, str, str], None] | None = None,
 ) -> GroupOutcome:
     """Synthesize, check, calibrate and prefilter up to ``max_synthesis_attempts`` drafts for one group.
 
@@ -236,7 +237,7 @@ def run_group(
         best, out.chain = _chain(
             group, round_, library, held_qs, train, base, synthesizer, examples, tries,
             support_qs, exclude, sandbox, evaluator, cfg, ids, split_guard, on_candidate,
-            ledger if ledger is not None else ChainLedger(),
+            ledger if ledger is not None else ChainLedger(), on_step_text,
         )  # fmt: skip
         if out.chain is not None:
             out.stopped = f"{out.chain['label']}: {out.chain['stopped']}"
@@ -266,6 +267,7 @@ def _chain(
     split_guard: Callable[[str], str] | None,
     on_candidate: Callable[[Tool, AttemptRecord], None] | None,
     ledger: ChainLedger,
+    on_step_text: Callable[[str, str, str], None] | None = None,
 ) -> tuple[tuple[Tool, AttemptRecord] | None, dict[str, Any] | None]:
     """The Mara chain of a group whose direct attempts all missed the bar.
 
@@ -301,6 +303,7 @@ def _chain(
         cfg=cfg,
         ledger=ledger,
         on_candidate=on_candidate,
+        on_step_text=on_step_text,
         label=ids.opaque,
         real=ids.real,
     )

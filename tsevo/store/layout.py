@@ -53,6 +53,16 @@ class CandidatePaths:
         """The candidate's metadata and attempt record (``meta.json``)."""
         return self.dir / "meta.json"
 
+    @property
+    def context(self) -> Path:
+        """What the LLM chain step that made this node saw (``context.md``; LLM chains only)."""
+        return self.dir / "context.md"
+
+    @property
+    def analysis(self) -> Path:
+        """The accepted analysis of the step that made this node (``analysis.json``; LLM chains)."""
+        return self.dir / "analysis.json"
+
 
 @dataclass(frozen=True)
 class RoundPaths:
