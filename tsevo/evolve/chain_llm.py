@@ -37,12 +37,13 @@ from tsevo.marachain import LedgerEntry, Spend, strength_key
 from tsevo.marachain.analysis import StepFacts, change_of, check_analysis, check_edit, source_diff
 from tsevo.marachain.context import NodeText, step_context, stored_fields
 from tsevo.marachain.moves import scope_variants
-from tsevo.marachain.step import Move, artifact_key
+from tsevo.marachain.step import Move, outputs_of
 from tsevo.roles.llm.jsoncall import InvalidReply, JsonCallMeta
 from tsevo.roles.llm.render import option_letter
 from tsevo.roles.llm.roles.toolreply import rule_of
 
 from .chain_types import ChainInputs, Proposal, StepState
+from .chain_walk import node_hash
 
 __all__ = ["LABEL", "LLMProposer", "edit_draft"]
 
@@ -59,26 +60,21 @@ def _letter(i: int | None) -> str:
 def _rows(inp: ChainInputs, st: StepState, node_id: str) -> dict[str, dict[str, str]]:
     """The raw records of one scored node: per batch row, the fields a citation may quote."""
     draft, score, recs = st.scored[node_id]
+    outputs_by_q = outputs_of(draft, recs)
     out: dict[str, dict[str, str]] = {}
     for j, q in enumerate(st.batch.qids):
         rec: AnswerRecord | None = recs.get(q)
         question = inp.train[q]
-        outputs: dict[str, Any] = {}
-        reason = ""
-        if rec is not None:
-            for s in rec.steps:
-                for run in s.runs:
-                    if run.tool_id == draft.id and run.outputs:
-                        outputs.update(run.outputs)
-                if s.reason:
-                    reason = s.reason
+        reason = next((s.reason for s in reversed(rec.steps) if s.reason), "") if rec else ""
         out[inp.label(q)] = {
             "question": question.question[:_FIELD_CHARS],
             "fact": score.facts[j] if score.facts else "",
             "answer": _letter(rec.final_answer if rec is not None else None),
             "correct": _letter(question.gold),
             "reason": reason[:_FIELD_CHARS],
-            "outputs": json.dumps(outputs, sort_keys=True, default=str)[:_FIELD_CHARS],
+            "outputs": json.dumps(outputs_by_q.get(q, {}), sort_keys=True, default=str)[
+                :_FIELD_CHARS
+            ],
         }
     return out
 
@@ -192,10 +188,7 @@ class LLMProposer:
         texts = {n: _text(inp, st, n, rows=n in (par_id, best_id)) for n in lineage}
         if best_id not in texts:
             texts[best_id] = _text(inp, st, best_id, rows=True)
-        hashes = {
-            n: hashlib.sha256(artifact_key(st.scored[n][0]).encode()).hexdigest()[:16]
-            for n in lineage
-        }
+        hashes = {n: node_hash(st.scored[n][0]) for n in lineage}
         facts = StepFacts.of(st.history, stored_fields(list(texts.values())), inp.label, hashes)
         contract = json.dumps(
             {

@@ -23,8 +23,6 @@ from typing import Any, Literal
 
 import pydantic
 
-from tsevo.library.sandbox import check_source
-
 from ..jsoncall import JsonCallMeta
 from ._common import RoleContext
 from .catalog import render_primitives, render_sandbox_rules
@@ -197,15 +195,9 @@ class LLMChainStepper:
             reasons = check(r.model_dump())
             if len(r.source) > max_source:
                 reasons.append(f"source has {len(r.source)} characters; at most {max_source}")
-            gate = check_source(r.source)
-            if not gate.ok:
-                reasons.append(
-                    "the source is refused by the sandbox gate: " + "; ".join(gate.reasons[:4])
-                )
-            else:
-                problem = check_reply(r.as_synth(measurement))
-                if problem:
-                    reasons.append(problem)
+            problem = check_reply(r.as_synth(measurement))  # the sandbox gate, then the rule
+            if problem:
+                reasons.append(problem)
             return _joined(reasons)
 
         return self.ctx.call(self.role, "chain_mutate", prompt, EditReply, validate=validate)
