@@ -31,6 +31,9 @@ def test_gate_rounds_read_the_gate_pool_only(setup):
         seen |= set(rnd["traces"])
         assert set(rnd["labels"]) == set(READERS)
         assert rnd["metric"] == rnd["gated_by"] == "cohen_area"
+        # event-level errors (design §4.2): at events of the round's traces, each consolidated
+        assert {e.rpartition("#")[0] for e in rnd["errors"]} <= set(rnd["traces"])
+        assert set(rnd["consolidated"]) == set(rnd["errors"]) and "phases" in rnd
         assert "coverage" in rnd and "fleiss_code_macro" in rnd
     agreement = res.taxonomy.generation["agreement"]
     assert res.taxonomy.status in ("accepted", "review_required")

@@ -2,8 +2,30 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+from tests.taxonomy_fixtures import planted
+from tsevo.taxonomy.agreement import agreement
+from tsevo.taxonomy.builtin_phases import EventViews
+from tsevo.taxonomy.gate import (
+    READERS,
+    GateConfig,
+    Panel,
+    gate,
+    gate_pool,
+    round_errors,
+    round_record,
+    sample_round,
+)
+from tsevo.taxonomy.induce import induce
 from tsevo.taxonomy.phases import (
     Proposal,
     SharedBase,
@@ -15,6 +37,7 @@ from tsevo.taxonomy.phases import (
     split_error_id,
     type_of,
 )
+from tsevo.taxonomy.traces import Trace
 
 
 def _p(trace: str, seq: int) -> Proposal:
@@ -151,3 +174,140 @@ def test_phase_record_names_annotators():
     ]
     assert out["final_labels"] == {"a": {"t#1": ["X"]}, "b": {"t#1": ["X"]}}
     assert out["reconciliation"]["confirmed"] == ["t#1"]
+
+
+# -- the builtin panel's phases on the tiny fixture ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def planted_gate():
+    traces, _ = planted(n=240, seed=1)
+    return traces, induce(traces).taxonomy
+
+
+def test_builtin_event_round_records_every_phase(planted_gate):
+    traces, draft = planted_gate
+    res = gate(draft, traces, GateConfig(max_rounds=3))
+    by_id = {t.problem_id: t for t in traces}
+    disagree = 0
+    for rnd in res.rounds:
+        ph = rnd["phases"]
+        assert rnd["unit"] == "event" and set(ph["proposals"]) == set(READERS)
+        keys = [
+            {error_id(p["trace_id"], p["event_seq"]) for p in ps} for ps in ph["proposals"].values()
+        ]
+        disagree += len(set.union(*keys) - set.intersection(*keys))
+        for e in rnd["errors"]:  # confirmed errors sit at events of the round's traces
+            tid, seq = split_error_id(e)
+            assert tid in rnd["traces"] and any(ev["seq"] == seq for ev in by_id[tid].events)
+            assert ph["reconciliation"]["voted"][e]["tally"] >= 3
+            assert len(ph["reconciliation"]["voted"][e]["proposers"]) >= 2
+        for p in (p for ps in ph["proposals"].values() for p in ps):
+            assert not check_proposal(by_id[p["trace_id"]].events, Proposal(**p))
+        assert set(rnd["consolidated"]) == set(rnd["errors"]) == set(ph["types"])
+        # kappa on the phase-4 labels, coverage on the consolidated ones
+        tax = draft if rnd["round"] == 1 else None
+        if tax is not None:
+            again = agreement(
+                [{e: set(v) for e, v in rnd["labels"][n].items()} for n in READERS],
+                rnd["errors"],
+                tax,
+                consolidated={e: set(v) for e, v in rnd["consolidated"].items()},
+            )
+            assert again.cohen_area == rnd["cohen_area"] and again.coverage == rnd["coverage"]
+    assert disagree > 0  # the readers do not discover the same events
+
+
+def _proposals(views: EventViews, t: Trace, tax) -> list[set[tuple[int, str]]]:
+    return [{(p.event_seq, p.description) for p in views.discover(r, t, tax)} for r in range(4)]
+
+
+def _with_events(t: Trace, events: list[dict]) -> Trace:
+    return Trace(t.problem_id, t.task, t.raw_trajectory, {**t.metadata, "events": events})
+
+
+def test_perturbing_one_view_changes_only_its_reader(planted_gate):
+    traces, draft = planted_gate
+    passes = [t for t in traces if t.metadata["pool"] == "induction" and not t.failed]
+    views = EventViews(passes)
+    t = next(t for t in traces if t.metadata["pool"] == "gate" and t.features["tool.any_error"])
+    base = _proposals(views, t, draft)
+    assert all(base), base  # the planted tool error: every reader finds something
+    # gamma reads the rendered lines only
+    quiet = re.sub(r"error|timed out|timeout|abstain", "x", t.raw_trajectory)
+    after = _proposals(views, Trace(t.problem_id, t.task, quiet, t.metadata), draft)
+    assert [a == b for a, b in zip(after, base, strict=True)] == [True, True, False, True]
+    # alpha reads the features (and the events' fields its atoms tie to)
+    feats = {**t.features, "tool.any_error": False, "tool.n_error": 0, "tool.error_timeout": False}
+    after = _proposals(
+        views,
+        Trace(t.problem_id, t.task, t.raw_trajectory, {**t.metadata, "features": feats}),
+        draft,
+    )
+    assert [a == b for a, b in zip(after, base, strict=True)] == [False, True, True, True]
+    # beta reads payload numbers: a review that changed the answer is rare in passes
+    ok = next(u for u in passes if any(e["kind"] == "review" for e in u.events))
+    evs = [dict(e) for e in ok.events]
+    before = _proposals(views, ok, draft)
+    rev = next(e for e in evs if e["kind"] == "review")
+    rev["answer_out"] = 7  # a number only beta reads (no decision, kind or text changes)
+    after = _proposals(views, _with_events(ok, evs), draft)
+    assert [a == b for a, b in zip(after, before, strict=True)] == [True, False, True, True]
+    # delta reads the event tokens: an unseen tool status makes a rare transition
+    evs = [dict(e) for e in ok.events]
+    run = next(e for e in evs if e["kind"] == "review")
+    run["decision"] = "hesitate"
+    after = _proposals(views, _with_events(ok, evs), draft)
+    assert [a == b for a, b in zip(after, before, strict=True)] == [True, True, True, False]
+
+
+_SCRIPT = """
+import hashlib, json
+from tests.taxonomy_fixtures import planted
+from tsevo.taxonomy.gate import GateConfig, gate
+from tsevo.taxonomy.induce import induce
+traces, _ = planted(n=240, seed=1)
+res = gate(induce(traces).taxonomy, traces, GateConfig(max_rounds=2))
+print(hashlib.sha256(json.dumps(res.rounds, sort_keys=True).encode()).hexdigest())
+"""
+
+
+def test_gate_output_identical_across_hash_seeds(planted_gate):
+    """Another process, another string-hash seed, the same bytes."""
+    traces, draft = planted_gate
+    res = gate(draft, traces, GateConfig(max_rounds=2))
+    here = hashlib.sha256(json.dumps(res.rounds, sort_keys=True).encode()).hexdigest()
+    root = Path(__file__).resolve().parents[1]
+    seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
+    env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(root)}
+    out = subprocess.run(
+        [sys.executable, "-c", _SCRIPT],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == here
+
+
+def test_trace_unit_is_the_gate_before_the_phases(planted_gate):
+    """``unit="trace"``: round 1 rebuilt by hand from the pre-phase pieces, exactly."""
+    traces, draft = planted_gate
+    res = gate(draft, traces, GateConfig(unit="trace", max_rounds=1))
+    by_id = {t.problem_id: t for t in traces}
+    base = sorted(
+        (t for t in traces if t.metadata["pool"] == "induction" and t.failed),
+        key=lambda t: t.problem_id,
+    )
+    batch = sample_round(gate_pool(traces), set(), 1, 5, 0)
+    errs, errors = round_errors(batch)
+    panel = Panel(draft, base, by_id)
+    labels = [{e: read(t) for e, t in zip(errors, errs, strict=True)} for read in panel.readers()]
+    ag = agreement(labels, errors, draft)
+    want = round_record(1, draft, batch, errors, dict(zip(READERS, labels, strict=True)), ag)
+    assert res.rounds == [want]
+    assert "phases" not in res.rounds[0] and "consolidated" not in res.rounds[0]
+    with pytest.raises(ValueError):
+        GateConfig(unit="span")

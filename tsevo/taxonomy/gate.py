@@ -11,8 +11,11 @@ shared base (the induction pool's failures, labelled by the codes' detectors):
 
 Rounds (≤ ``max_rounds`` × ``per_round`` traces) sample the gate pool by strata (wrong with
 evidence, wrong without, tool error or incomplete, right): max(1, n/4) per stratum, then a seeded
-fill, no repeats. Errors are the sampled failed traces (the builtin discovery phase is the
-train outcome). κ (both metrics) and coverage come from :func:`~tsevo.taxonomy.agreement.agreement`;
+fill, no repeats. ``unit="event"`` (default): the readers discover, confirm and type errors at
+events, then assign codes and deliberate (:mod:`~tsevo.taxonomy.builtin_phases`, design §4.2);
+``unit="trace"``: the errors are the sampled failed traces, labelled once. κ (both metrics, on
+the phase-4 labels) and coverage (on the consolidated ones) come from
+:func:`~tsevo.taxonomy.agreement.agreement`;
 ``early_stop="paper"`` stops at the first round meeting both. After a failed round, bounded edits:
 ≤ 2 merges (codes co-assigned on ≥ 2 errors with firing Jaccard ≥ 0.5 on the base), ≤ 3 relabels
 (used codes with per-code κ < 0.4 get ``when_not_to_use`` from the code most confused with them),
@@ -34,9 +37,11 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from .agreement import COVERAGE_FLOOR, KAPPA_TARGET, agreement
+from .builtin_phases import EventViews, clause_share, event_round
 from .edits import Add, Edit, LineageEntry, Merge, Relabel, apply_edits
 from .induce import InduceConfig, active_roles, draft_code, fires, induction_pool, mine
 from .model import Taxonomy
+from .phases import SharedBase, split_error_id
 from .traces import FEATURES, Trace
 
 __all__ = ["READERS", "GateConfig", "GateResult", "gate", "sample_round"]
@@ -47,7 +52,14 @@ STRATA: tuple[str, ...] = ("wrong_tool", "wrong_no_tool", "tool_error", "right")
 
 @dataclass(frozen=True)
 class GateConfig:
-    """The gate's numbers."""
+    """The gate's numbers.
+
+    ``unit="event"`` (default) runs the five phases per trace (design §4.2,
+    :mod:`~tsevo.taxonomy.builtin_phases`): errors are the events ≥ ``quorum_propose`` readers
+    propose and ≥ ``quorum_confirm`` confirm; ≤ ``deliberation_rounds`` rounds of deliberation
+    give the consolidated labels. ``unit="trace"``: each sampled failed trace is one error,
+    labelled once (the gate before the phases, kept for comparison).
+    """
 
     seed: int = 0
     max_rounds: int = 5
@@ -61,6 +73,14 @@ class GateConfig:
     max_merge: int = 2
     max_relabel: int = 3
     max_add: int = 2
+    unit: str = "event"
+    quorum_propose: int = 2
+    quorum_confirm: int = 3
+    deliberation_rounds: int = 2
+
+    def __post_init__(self) -> None:
+        if self.unit not in ("event", "trace"):
+            raise ValueError(f"unit must be 'event' or 'trace', got {self.unit!r}")
 
 
 @dataclass
@@ -192,31 +212,48 @@ class Panel:
     def alpha(self, t: Trace) -> set[str]:
         return {c.id for c in self.tax.codes if fires(c.detector, t.features)}
 
-    def beta(self, t: Trace) -> set[str]:
-        if not len(self.base):
-            return set()
+    def _votes(self, t: Trace) -> np.ndarray:
         d = np.linalg.norm(self.vecs - _vector(t, self.keys) / self.scale, axis=1)
         order = sorted(
             range(len(self.base)), key=lambda i: (round(float(d[i]), 9), self.base[i].problem_id)
         )
-        votes = self.labels[order[:3]].sum(axis=0)
+        return self.labels[order[:3]].sum(axis=0)
+
+    def _sims(self, t: Trace) -> np.ndarray:
+        return (self.tfidf.transform([_text(t)]) @ self.prof.T).toarray()[0]
+
+    def _probs(self, t: Trace) -> list[Any]:
+        x = self.count.transform([_tokens(t)])
+        return [m if isinstance(m, bool) else m.predict_proba(x)[0, 1] for m in self.models]
+
+    def beta(self, t: Trace) -> set[str]:
+        if not len(self.base):
+            return set()
+        votes = self._votes(t)
         return {self.ids[j] for j in range(len(self.ids)) if votes[j] >= 2}
 
     def gamma(self, t: Trace) -> set[str]:
-        sims = (self.tfidf.transform([_text(t)]) @ self.prof.T).toarray()[0]
+        sims = self._sims(t)
         return {self.ids[j] for j, th in enumerate(self.theta) if th is not None and sims[j] >= th}
 
     def delta(self, t: Trace) -> set[str]:
-        x = self.count.transform([_tokens(t)])
-        out = set()
-        for j, m in enumerate(self.models):
-            hit = m if isinstance(m, bool) else m.predict_proba(x)[0, 1] >= 0.5
-            if hit:
-                out.add(self.ids[j])
-        return out
+        return {self.ids[j] for j, p in enumerate(self._probs(t)) if p is True or p >= 0.5}
 
     def readers(self) -> list[Callable[[Trace], set[str]]]:
         return [self.alpha, self.beta, self.gamma, self.delta]
+
+    def scores(self, r: int, t: Trace) -> dict[str, float]:
+        """Reader ``r``'s score per code, normalized so that 1 is its assignment threshold."""
+        if r == 0:
+            return {c.id: clause_share(c, t.features) for c in self.tax.codes}
+        if r == 1:
+            votes = self._votes(t) if len(self.base) else np.zeros(len(self.ids))
+            return {c: float(votes[j]) / 2 for j, c in enumerate(self.ids)}
+        if r == 2:
+            sims, th = self._sims(t), self.theta
+            return {c: 0.0 if th[j] is None else sims[j] / th[j] if th[j] else 2.0
+                    for j, c in enumerate(self.ids)}  # fmt: skip
+        return {c: float(p) / 0.5 for c, p in zip(self.ids, self._probs(t), strict=True)}
 
 
 def _best_threshold(sim: np.ndarray, y: np.ndarray) -> float | None:
@@ -367,6 +404,15 @@ def gated(
     return tax.with_status(decision.status, agreement=record)
 
 
+def _passes(traces: Sequence[Trace], cfg: GateConfig) -> list[Trace]:
+    """The shared base's passing traces (induction pool, at most ``max_base``, by id)."""
+    passes = sorted(
+        (t for t in traces if t.metadata.get("pool") == "induction" and not t.failed),
+        key=lambda t: _h("gate-base-pass", cfg.seed, t.problem_id),
+    )[: cfg.max_base]
+    return sorted(passes, key=lambda t: t.problem_id)
+
+
 def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None) -> GateResult:
     """Run the builtin gate on the draft's gate pool; the result's taxonomy carries the status."""
     cfg = cfg or GateConfig()
@@ -382,19 +428,40 @@ def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None
     tax, rounds, lineage = draft, [], []
     used: set[str] = set()
     panel = Panel(tax, base, by_id) if tax.codes else None
+    views, shared = EventViews(_passes(traces, cfg)) if cfg.unit == "event" else None, SharedBase()
     decision = None
     for k in range(1, max_rounds + 1):
         batch = sample_round(pool, used, k, cfg.per_round, cfg.seed)
         used |= {t.problem_id for t in batch}
-        errs, errors = round_errors(batch)
-        labels: list[dict[str, set[str]]] = [{} for _ in READERS]
-        if panel is not None:
-            for r, reader in enumerate(panel.readers()):
-                labels[r] = {e: reader(t) for e, t in zip(errors, errs, strict=True)}
+        extra: dict[str, Any] = {}
+        cons: dict[str, set[str]] | None = None
+        if views is None:
+            errs, errors = round_errors(batch)
+            labels: list[dict[str, set[str]]] = [{} for _ in READERS]
+            if panel is not None:
+                for r, reader in enumerate(panel.readers()):
+                    labels[r] = {e: reader(t) for e, t in zip(errors, errs, strict=True)}
+        else:
+            ph = event_round(
+                views,
+                tax,
+                batch,
+                panel.readers() if panel is not None else None,
+                panel.scores if panel is not None else None,
+                quorum_propose=cfg.quorum_propose,
+                quorum_confirm=cfg.quorum_confirm,
+                deliberation_rounds=cfg.deliberation_rounds,
+                quorum=cfg.quorum,
+            )
+            errors, labels = ph.errors, ph.labels
+            cons = {e: set(v) for e, v in ph.deliberation.consolidated.items()}
+            errs = [by_id[split_error_id(e)[0]] for e in errors]
+            extra = ph.record(READERS, shared)
         res = agreement(
             labels,
             errors,
             tax,
+            consolidated=cons,
             metric=cfg.metric,
             kappa_target=cfg.kappa_target,
             coverage_floor=cfg.coverage_floor,
@@ -403,7 +470,9 @@ def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None
         decision = res
         passed = res.status == "accepted"
         rounds.append(
-            round_record(k, tax, batch, errors, dict(zip(READERS, labels, strict=True)), res)
+            round_record(
+                k, tax, batch, errors, dict(zip(READERS, labels, strict=True)), res, **extra
+            )
         )
         if passed and cfg.early_stop == "paper":
             break
@@ -411,14 +480,17 @@ def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None
             edits = []
             if panel is not None:
                 edits = _edits(tax, panel, labels, errors, res.fleiss_per_code, cfg)
-            votes = [Counter(i for lab in labels for i in lab.get(e, ())) for e in errors]
-            uncovered = [
-                t
-                for t, v in zip(errs, votes, strict=True)
-                if not any(n >= cfg.quorum for n in v.values())
-            ]
+            if cons is None:
+                votes = [Counter(i for lab in labels for i in lab.get(e, ())) for e in errors]
+                cons = {
+                    e: {i for i, n in v.items() if n >= cfg.quorum}
+                    for e, v in zip(errors, votes, strict=True)
+                }
+            uncovered = [t for t, e in zip(errs, errors, strict=True) if not cons[e]]
             if len(uncovered) >= 2:
                 edits += _adds(tax, ind_pool, uncovered, cfg)
+            shared.grow([], [], [str(e.changes.get("when_not_to_use")) for e in edits
+                                 if isinstance(e, Relabel)])  # fmt: skip
             if edits:
                 batch_ = apply_edits(tax, edits, trigger=f"gate round {k}")
                 tax = batch_.taxonomy
