@@ -36,7 +36,7 @@ import numpy as np
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
-from .agreement import COVERAGE_FLOOR, KAPPA_TARGET, agreement
+from .agreement import COVERAGE_FLOOR, KAPPA_TARGET, agreement, consolidate
 from .builtin_phases import EventViews, clause_share, event_round
 from .edits import Add, Edit, LineageEntry, Merge, Relabel, apply_edits
 from .induce import InduceConfig, active_roles, draft_code, fires, induction_pool, mine
@@ -481,14 +481,12 @@ def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None
             if panel is not None:
                 edits = _edits(tax, panel, labels, errors, res.fleiss_per_code, cfg)
             if cons is None:
-                votes = [Counter(i for lab in labels for i in lab.get(e, ())) for e in errors]
-                cons = {
-                    e: {i for i, n in v.items() if n >= cfg.quorum}
-                    for e, v in zip(errors, votes, strict=True)
-                }
+                cons = consolidate(labels, errors, quorum=cfg.quorum)
             uncovered = [t for t, e in zip(errs, errors, strict=True) if not cons[e]]
             if len(uncovered) >= 2:
-                edits += _adds(tax, ind_pool, uncovered, cfg)
+                edits += _adds(
+                    tax, ind_pool, list({t.problem_id: t for t in uncovered}.values()), cfg
+                )
             shared.grow([], [], [str(e.changes.get("when_not_to_use")) for e in edits
                                  if isinstance(e, Relabel)])  # fmt: skip
             if edits:
