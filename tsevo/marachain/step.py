@@ -12,7 +12,7 @@ the group, its support examples, the direct attempts, the synthesizer and the he
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,6 +49,11 @@ __all__ = [
 
 #: The families that change what is measured (compared by support-row recovery within a step).
 _DIMENSIONS = frozenset({"window", "normalization", "primitive", "measurement"})
+#: Families that edit a branch's measurement spec (window, normalization, primitive).
+_SPEC_FAMILIES = ("window", "normalization", "primitive")
+#: How much better (support-row cross-validated accuracy) a spec edit must recover gold than the
+#: parent's own measurement to lead a step whatever the batch categories ask for.
+SUPPORT_LEAD = 0.10
 #: Measurements of support rows for the chain's fits (deterministic values, shared by groups).
 _CACHE = SpecCache()
 
@@ -264,6 +269,9 @@ def choose_move(
                 return m
         return None
 
+    lifted = _support_lead(par, inp, order, first) if check.outcome == "harmful" else None
+    if lifted is not None:
+        return lifted, lead, cats, [lifted.axis, *(f for f in order if f != lifted.axis)]
     i = 0
     while i < len(order):
         fam = order[i]
@@ -291,6 +299,35 @@ def choose_move(
             return best[2], lead, cats, order
         i = j
     return None, lead, cats, order
+
+
+def _support_lead(
+    par: Parent, inp: Any, order: Sequence[str], first: Callable[[str], Move | None]
+) -> Move | None:
+    """For a harmful parent: a spec edit that recovers gold on support rows clearly better.
+
+    The batch categories say which rows a node gets wrong; the support rows (train, never the
+    batch) say whether the measurement itself is improvable one edit away. A harmful parent
+    repairs but replaces right answers with wrong ones; when the best first move of a live window,
+    normalization or primitive family cross-validates at least :data:`SUPPORT_LEAD` above the
+    parent's own measurement, the evidence is what is wrong and that edit leads (narrowing the
+    scope or widening the band would trade repairs for harms on a half-right measurement). Ties
+    go to the earlier family of ``order``. Other parents keep the categories' order.
+    """
+    if par.genome is None:
+        return None
+    base = support_cv(par.genome, inp.examples, _CACHE)
+    best: tuple[float, Move] | None = None
+    for fam in order:
+        if fam not in _SPEC_FAMILIES:
+            continue
+        m = first(fam)
+        if m is None or m.genome is None:
+            continue
+        cv = support_cv(m.genome, inp.examples, _CACHE)
+        if cv >= base + SUPPORT_LEAD - 1e-9 and (best is None or cv > best[0] + 1e-12):
+            best = (cv, m)
+    return best[1] if best is not None else None
 
 
 def artifact_key(d: Tool) -> str:

@@ -16,6 +16,7 @@ from . import (
     forecast,
     lag,
     matching,
+    nearmiss,
     noise,
     regimes,
     seasonality,
@@ -58,9 +59,17 @@ FAMILIES: dict[str, Family] = {
     )
 }
 
+#: Families a suite holds only when asked for by name (never in the default list).
+OPT_IN: dict[str, Family] = dict(nearmiss.FAMILIES)
+
 SIZES: dict[str, int] = {"tiny": 24, "default": 200, "large": 800}
+#: The near-miss presets (design §8.14 of the Mara chains): family and questions per suite.
+NEAR_MISS: dict[str, tuple[str, int]] = {
+    "nearmiss": ("nearmiss", 400),
+    "nearmiss1": ("nearmiss1", 400),
+}
 #: Presets that are not a size of the 12 families (``make_suite(PRESETS[0], seed)``).
-PRESETS: tuple[str, ...] = (MIXED,)
+PRESETS: tuple[str, ...] = (MIXED, *NEAR_MISS)
 SPLIT_FRACTIONS = (0.5, 0.25, 0.25)
 
 
@@ -98,7 +107,9 @@ def make_suite(
 
     ``size="mixed"`` is a different preset (:mod:`tsevo.data.synthetic.mixed`): about 70
     question kinds in five categories, one task label, opaque ids and 3-6 training questions per
-    kind, the regime of public TS-QA benchmarks.
+    kind, the regime of public TS-QA benchmarks. ``size="nearmiss"`` (``"nearmiss1"``) is the
+    near-miss family alone (:mod:`tsevo.data.synthetic.nearmiss`), 160 questions, whose separating
+    measurement is two (one) template moves from the builtin planner's reach.
 
     Args:
         size: ``"tiny"`` (24 per family), ``"default"`` (200), ``"large"`` (800), an int, or
@@ -114,20 +125,28 @@ def make_suite(
         if families is not None:
             raise ValueError(f"the {MIXED!r} preset has no families to choose")
         return make_mixed_suite(int(seed))
+    label: str | None = None
+    if isinstance(size, str) and size in NEAR_MISS:
+        if families is not None:
+            raise ValueError(f"the {size!r} preset has no families to choose")
+        label = size
+        families, size = [NEAR_MISS[size][0]], NEAR_MISS[size][1]
     n = resolve_size(size)
     names = list(FAMILIES) if families is None else list(families)
-    unknown = [f for f in names if f not in FAMILIES]
+    known = {**FAMILIES, **OPT_IN}
+    unknown = [f for f in names if f not in known]
     if unknown:
-        raise ValueError(f"unknown families {unknown}; available: {sorted(FAMILIES)}")
+        raise ValueError(f"unknown families {unknown}; available: {sorted(known)}")
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate family names in {names}")
     questions: list[Question] = []
     for name in names:
-        fam = FAMILIES[name]
+        fam = known[name]
         for i in range(n):
             rng = np.random.default_rng(np.random.SeedSequence([int(seed), family_key(name), i]))
             questions.append(fam.generate(rng, DIFFICULTIES[i % 2], i))
-    label = size if isinstance(size, str) and not size.strip().isdigit() else str(n)
+    if label is None:
+        label = size if isinstance(size, str) and not size.strip().isdigit() else str(n)
     suite = Suite(f"synthetic-{label}-s{seed}", questions)
     return suite.split(fractions=SPLIT_FRACTIONS, seed=int(seed), stratify=True)
 
@@ -143,6 +162,8 @@ def oracle_answer(q: Question) -> int:
     fam = q.metadata.get("family")
     if fam == MIXED:
         return mixed_oracle(q)
+    if fam in OPT_IN:
+        return OPT_IN[str(fam)].oracle(q)
     if fam not in FAMILIES:
         raise KeyError(f"question {q.id!r} has no known synthetic family (metadata family={fam!r})")
     return FAMILIES[str(fam)].oracle(q)
@@ -151,7 +172,7 @@ def oracle_answer(q: Question) -> int:
 def _report_key(q: Question) -> str | None:
     """The row a question counts in: its family, or ``mixed/<category>``; None if neither."""
     fam = q.metadata.get("family")
-    if fam in FAMILIES:
+    if fam in FAMILIES or fam in OPT_IN:
         return str(fam)
     if fam == MIXED:
         return f"{MIXED}/{q.metadata.get('category', '')}"
@@ -161,6 +182,8 @@ def _report_key(q: Question) -> str | None:
 def _report_order(key: str) -> tuple[int, int]:
     if key in FAMILIES:
         return 0, list(FAMILIES).index(key)
+    if key in OPT_IN:
+        return 0, len(FAMILIES) + list(OPT_IN).index(key)
     cat = key.split("/", 1)[1]
     return 1, CATEGORIES.index(cat) if cat in CATEGORIES else len(CATEGORIES)
 
@@ -186,7 +209,7 @@ def solver_report(suite: Suite) -> pd.DataFrame:
         out.append(
             {
                 "family": fam,
-                "task": FAMILIES[fam].task if fam in FAMILIES else qs[0].task,
+                "task": qs[0].task,
                 "difficulty": diff,
                 "n": len(qs),
                 "oracle": float(np.mean([oracle_answer(q) == q.gold for q in qs])),

@@ -1,0 +1,183 @@
+"""The near-miss family (Mara chains, design §8.14): the separating measurement is k template moves away.
+
+A named covariate leads the target by ``L`` steps, and each series carries its own strong linear
+trend. The measurement that recovers ``L`` is the cross-correlation of first differences searched out
+to half the series (``xcorr`` with ``diff=True`` and ``max_lag=0.5``). The builtin planner enumerates
+each catalog primitive at its defaults and at one grid alternative at a time
+(:func:`tsevo.roles.builtin.specs.enumerate_specs`), so how far that measurement sits from what
+direct attempts can reach is set by ``k``:
+
+* ``k = 1``: ``L`` stays within a quarter of the series, so ``diff=True`` alone (one move from the
+  default ``max_lag=0.25``) separates; direct attempts can find it (the control);
+* ``k = 2``: ``L`` ranges out to ~40% of the series, so both moves are needed: ``diff=True`` alone
+  recovers only the shorter lags (about half the items), ``max_lag=0.5`` alone reads the trends.
+  No direct attempt holds both; a chain step from the one-move attempt can.
+
+Nothing here is read by a role: the family is ordinary questions (series, text, options, gold). Two
+subtasks: ``lag`` (numeric options, by how many steps the covariate leads) and ``direction`` (does
+the covariate lead or lag). The oracle measures with both moves made.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tsevo.data.question import Question
+
+from ._base import (
+    Family,
+    FloatArray,
+    Phrasebook,
+    ar_noise,
+    check_difficulty,
+    nearest_option_log,
+    numeric_distractors,
+    option_index,
+    pick,
+    resample,
+    subtask_for,
+)
+
+NAME = "nearmiss"
+SUBTASKS = ("lag", "direction")
+TARGET = "output"
+COVARIATES = ("inflow", "feed_rate", "load", "orders", "sunlight", "wind_speed", "upstream")
+DIRECTION = ("it leads the output", "it lags behind the output")
+#: Series length; a quarter of it (the default search) and its bound for ``k = 1``.
+N = 240
+QUARTER = N // 4
+#: The lag range per ``k`` (inclusive): within the default search, or out to ~40% of the series.
+LAGS: dict[int, tuple[int, int]] = {1: (25, QUARTER - 2), 2: (25, 95)}
+
+PHRASINGS: dict[str, tuple[str, ...]] = {
+    "lag": (
+        "By how many time steps does {cov} lead the output series?",
+        "A change in {cov} reaches the output series some steps later. How many steps later?",
+        "What is the delay, in time steps, from a move in {cov} to the matching move in the output?",
+    ),
+    "direction": (
+        "Does {cov} lead or lag the output series?",
+        "Which is true about the timing of {cov} relative to the output series?",
+        "Between {cov} and the output, which one moves first?",
+    ),
+}
+
+
+def lag_of(cov: FloatArray, target: FloatArray) -> int:
+    """The lag by which ``cov`` leads ``target``: the peak of the differences' correlation.
+
+    The oracle's measurement (both moves made): first differences, z-scored, biased
+    cross-correlation ``sum_t dcov[t - k] dtarget[t] / n`` for ``|k| <= n / 2``; positive when the
+    covariate leads.
+    """
+    dx, dy = np.diff(cov), np.diff(target)
+    dx = (dx - dx.mean()) / max(float(dx.std()), 1e-12)
+    dy = (dy - dy.mean()) / max(float(dy.std()), 1e-12)
+    n = dx.size
+    best, best_r = 0, -np.inf
+    for k in range(-(n // 2), n // 2 + 1):
+        a, b = (dx[: n - k], dy[k:]) if k >= 0 else (dx[-k:], dy[: n + k])
+        r = float((a * b).sum() / n)
+        if r > best_r + 1e-12:
+            best, best_r = k, r
+    return best
+
+
+def _make(k: int) -> Family:
+    if k not in LAGS:
+        raise ValueError(f"near_miss k must be one of {sorted(LAGS)}, got {k!r}")
+    name = NAME if k == 2 else f"{NAME}{k}"
+    task = f"synthetic/{name}"
+    book = Phrasebook(name, task, PHRASINGS)
+    lo, hi = LAGS[k]
+
+    def gen(
+        rng: np.random.Generator, sub: str, hard: bool, difficulty: str, index: int
+    ) -> Question:
+        cov = pick(rng, COVARIATES)
+        label = pick(rng, DIRECTION)
+
+        def attempt() -> tuple[FloatArray, FloatArray, list[float], dict[str, object]] | None:
+            L = int(rng.integers(lo, hi + 1))
+            values: list[float] = []
+            if sub == "lag":
+                distract = numeric_distractors(rng, float(L), 3, 5, 160, 1.25 if hard else 1.4)
+                if distract is None:
+                    return None
+                values = [float(L), *distract]
+            phi = rng.uniform(0.55, 0.75) if hard else rng.uniform(0.35, 0.6)
+            driver = ar_noise(rng, N + L, phi)
+            gain = rng.uniform(0.8, 1.5)
+            follower = gain * driver[:N] + (0.45 if hard else 0.3) * rng.standard_normal(N)
+            lead = driver[L:]
+            x, y = (
+                (follower, lead)
+                if sub == "direction" and label == DIRECTION[1]
+                else (lead, follower)
+            )
+            t = np.arange(N) / N
+            slopes = [float(rng.choice([-1.0, 1.0]) * rng.uniform(6.0, 12.0)) for _ in range(2)]
+            sx, sy = (float(np.exp(rng.uniform(np.log(0.5), np.log(20)))) for _ in range(2))
+            x = np.round(rng.uniform(-50, 50) + sx * (x + slopes[0] * t), 4)
+            y = np.round(rng.uniform(-50, 50) + sy * (y + slopes[1] * t), 4)
+            want = L if sub == "lag" or label == DIRECTION[0] else -L
+            if lag_of(x, y) != want:
+                return None
+            return x, y, values, {"n": N, "lag": L, "phi": phi, "gain": gain, "slopes": slopes}
+
+        (x, y, values, latent), tries = resample(attempt, f"{name}/{sub}")
+        if sub == "lag":
+            labels = tuple(f"{int(v)} steps" for v in values)
+            gold = labels[0]
+        else:
+            labels, gold = DIRECTION, label
+        return book.question(
+            rng,
+            index,
+            difficulty,
+            sub,
+            labels=labels,
+            gold_label=gold,
+            series={TARGET: y, cov: x},
+            primary=(TARGET,),
+            covariates=(cov,),
+            latent={"covariate": cov, "label": gold, "near_miss": k, **latent},
+            attempts=tries,
+            slots={"cov": cov},
+        )
+
+    def generate(rng: np.random.Generator, difficulty: str, index: int) -> Question:
+        hard = check_difficulty(difficulty)
+        return gen(rng, subtask_for(SUBTASKS, index), hard, difficulty, index)
+
+    return Family(
+        name=name,
+        task=task,
+        subtasks=SUBTASKS,
+        generate=generate,
+        oracle=oracle,
+        phrasings=PHRASINGS,
+        description=f"near miss k={k}: lead of a named covariate under strong trends",
+        oracle_measurement="cross-correlation peak of first differences out to half the series",
+    )
+
+
+def oracle(q: Question) -> int:
+    """Answer from the output series, the covariate the question names, and the options."""
+    y = np.asarray(q.series[q.primary[0]])
+    named = [c for c in q.covariates if c in q.question]
+    x = np.asarray(q.series[named[0] if named else q.covariates[0]])
+    k = lag_of(x, y)
+    if q.subtask == "lag":
+        return nearest_option_log(q, float(max(k, 1)))
+    return option_index(q, DIRECTION[0] if k >= 0 else DIRECTION[1])
+
+
+def near_miss_family(k: int = 2) -> Family:
+    """The near-miss family whose separating measurement is ``k`` template moves away (1 or 2)."""
+    return _FAMILIES[k] if k in _FAMILIES else _make(k)
+
+
+_FAMILIES: dict[int, Family] = {k: _make(k) for k in LAGS}
+#: The family objects the suite registers (``nearmiss`` is k = 2, ``nearmiss1`` the k = 1 control).
+FAMILIES: dict[str, Family] = {f.name: f for f in _FAMILIES.values()}
