@@ -14,7 +14,8 @@ import pytest
 
 from tests.taxonomy_fixtures import planted
 from tsevo.taxonomy.agreement import agreement
-from tsevo.taxonomy.builtin_phases import EventViews
+from tsevo.taxonomy.builtin_phases import EventViews, compatible, revise_scores
+from tsevo.taxonomy.codes import Code
 from tsevo.taxonomy.gate import (
     READERS,
     GateConfig,
@@ -311,3 +312,20 @@ def test_trace_unit_is_the_gate_before_the_phases(planted_gate):
     assert "phases" not in res.rounds[0] and "consolidated" not in res.rounds[0]
     with pytest.raises(ValueError):
         GateConfig(unit="span")
+
+
+def test_compatible_codes_and_deliberation_answers():
+    a = Code(id="A.1", category="A", name="Tool_Error")
+    b = Code(id="B.1", category="B", name="Reviewer_Replaces", applies_to_role="reviewer")
+    c = Code(id="C.1", category="C", name="Short_Series")
+    assert [compatible(x, "A", "tool") for x in (a, b, c)] == [True, False, False]
+    assert [compatible(x, "C", "system") for x in (a, b, c)] == [False, False, True]
+    assert compatible(b, "B", "reviewer") and not compatible(b, "B", "tool")
+    assert compatible(b, "B", "*")  # the failed final answer: any role's B codes
+    scores = {"X": 0.6, "Y": 0.3, "Z": 1.1, "W": 1.6}
+    # adopts X (another chose it, own score >= 0.5), not Y (0.3); drops Z (its own, nobody else,
+    # weak: < 1.5), keeps W (strong); V is not allowed for this error
+    got = revise_scores({"Z", "W"}, [{"X", "Y", "V"}, set()], scores | {"V": 2.0}, {"X", "Y", "Z", "W"},
+                        relax=0.5, strong=1.5)  # fmt: skip
+    assert got == {"X", "W"}
+    assert revise_scores({"Z"}, [{"Z"}], scores, {"Z"}, relax=0.5, strong=1.5) == {"Z"}

@@ -350,11 +350,8 @@ def compatible(code: Code, axis: str, role: str) -> bool:
     """Whether a code may label an error of type ``axis`` at an event of ``role``.
 
     A errors take A codes, B errors the B codes of the event's role (``"*"``, the final answer of
-    a failed trace: any role's), C errors C codes; a code outside A/B/C (an imported MAST
-    category) fits any error.
+    a failed trace: any role's), C errors C codes.
     """
-    if code.category not in ("A", "B", "C"):
-        return True
     if code.category != axis:
         return False
     return axis != "B" or role == "*" or code.applies_to_role == role
@@ -456,7 +453,7 @@ def event_round(
             memo[r, tid] = readers[r](by_id[tid])
         return set(memo.get((r, tid), set()))
 
-    axis_of = {c.id: c.category for c in tax.codes if c.category in ("A", "B", "C")}
+    axis_of = {c.id: c.category for c in tax.codes}
     types: dict[str, list[str | None]] = {}
     allowed: dict[str, set[str]] = {}
     for e in rec.confirmed:
