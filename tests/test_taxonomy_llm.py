@@ -15,6 +15,7 @@ from tests.taxonomy_fixtures import SENTINEL, planted_run
 from tsevo.cli import main
 from tsevo.roles.llm import LLMClient, LLMConfig
 from tsevo.store import RunLayout
+from tsevo.taxonomy.gate import GateConfig
 from tsevo.taxonomy.llm import CodeDraft, draft_problems, quote_in
 from tsevo.taxonomy.prompts import available, load
 from tsevo.taxonomy.runs import gate_run, induce_run
@@ -112,16 +113,20 @@ def test_llm_gate_four_annotators(llm_run):
     res, chats = llm_run["gate"], llm_run["chats"][llm_run["n_induce"] :]
     assert res.rounds and all(r["panel"] == "llm-4annotators" for r in res.rounds)
     resp = TaxonomyResponder()
-    annotate = [b for b in chats if resp.kind_of(b["messages"][0]["content"]) == "annotate"]
-    rounds_with_errors = [r for r in res.rounds if r["errors"]]
-    assert len(annotate) == 4 * len(rounds_with_errors)
-    for k in range(len(rounds_with_errors)):  # four distinct requests (persona, seed) per round
-        batch = annotate[4 * k : 4 * k + 4]
+    kinds = [resp.kind_of(b["messages"][0]["content"]) for b in chats]
+    asked = [b for b, k in zip(chats, kinds, strict=True) if k != "edits"]
+    # the default unit is the event: the five phases, four annotators each (design 4.2)
+    assert {"discover", "vote", "assign"} <= set(kinds) and "annotate" not in kinds
+    assert len(asked) % 4 == 0
+    for k in range(0, len(asked), 4):  # four distinct requests (persona, seed) per item and phase
+        batch = asked[k : k + 4]
         assert len({json.dumps(b, sort_keys=True) for b in batch}) == 4
-        assert len({b.get("seed") for b in batch}) == 4
+        assert [b.get("seed") for b in batch] == [0, 1, 2, 3]
     for r in res.rounds:
         assert set(r["labels"]) == {"alpha", "beta", "gamma", "delta"}
-        assert not r["degenerate"]
+        assert r["unit"] == "event" and not r["degenerate"]
+        assert r["errors"] == r["phases"]["reconciliation"]["confirmed"]
+        assert set(r["consolidated"]) == set(r["errors"])
         assert "cohen_area" in r and "fleiss_code_macro" in r and "coverage" in r
     # the noisy annotators disagree somewhere (kappa is not trivially 1)
     assert any(r["cohen_area"] is not None and r["cohen_area"] < 1 for r in res.rounds)
@@ -133,7 +138,7 @@ def test_llm_gate_four_annotators(llm_run):
     assert man["induce"]["backend"] == "llm" and man["induce"]["llm"]["model"] == "scripted"
     # annotators read gate-pool traces only
     gate_ids = set(llm_run["ind"].gate_ids)
-    for b in annotate:
+    for b in asked:
         shown = re.findall(r'\\"trace_id\\":\\"([0-9a-f]{16})\\"', json.dumps(b))
         assert shown and set(shown) <= gate_ids
 
@@ -217,11 +222,13 @@ def test_faults_are_repaired_or_recorded(tmp_path):
     assert not tax.axis("C")  # never filler ...
     c_gaps = [g for g in tax.coverage_gaps if g["axis"] == "C"]
     assert c_gaps and all("step 8" in g["reason"] for g in c_gaps)  # ... a recorded gap
-    # an annotator that never answers validly gives no codes that round, recorded
+    # an annotator that never answers validly gives no codes that round, recorded (trace unit)
     resp2 = TaxonomyResponder()
     resp2.inject("annotate", *([Fault.malformed("nope")] * 3))
     with FakeOpenAIServer(resp2) as srv:
-        res = gate_run(root, backend="llm", llm=_cfg(srv, cache_mode="off"))
+        res = gate_run(
+            root, backend="llm", llm=_cfg(srv, cache_mode="off"), config=GateConfig(unit="trace")
+        )
     first = next(r for r in res.rounds if r["errors"])
     assert first["annotators"]["alpha"]["error"] and first["annotators"]["alpha"]["attempts"] == 3
     assert all(not v for v in first["labels"]["alpha"].values())

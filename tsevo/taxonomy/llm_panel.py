@@ -7,12 +7,18 @@ annotator's name is in its messages, so cache keys differ. Four identical reques
 panel degenerate, which blocks ``accepted``.
 
 Rounds sample the gate pool exactly as the builtin gate does
-(:func:`~tsevo.taxonomy.gate.sample_round`): the errors are the sampled failed traces, one call
-per annotator per round labels all of them (``{labels[{trace_id, codes[{id, event_seq,
-quote}]}]}``; every trace exactly once, events that exist, quotes copied from the trace, checked in
-code and re-asked). Ids not in the taxonomy are dropped with a warning and recorded. An annotator
-whose call fails gives no code that round (recorded), which lowers κ rather than hiding it. The
-labels go to :func:`~tsevo.taxonomy.agreement.agreement` (both κ, coverage, status).
+(:func:`~tsevo.taxonomy.gate.sample_round`). With ``GateConfig.unit == "event"`` (the default) a
+round runs design §4.2's five phases (:func:`~tsevo.taxonomy.llm_phases.event_round`): discovery
+per trace, vote and typing, assignment per confirmed error, deliberation on split errors; the
+items are the confirmed errors (``<trace id>#<event seq>``), κ is computed on the phase-4 labels
+and the coverage on the consolidated ones, and the record adds ``consolidated`` and ``phases``.
+With ``unit == "trace"`` (the earlier gate, kept as it was) the errors are the sampled failed
+traces, one call per annotator per round labels all of them (``{labels[{trace_id, codes[{id,
+event_seq, quote}]}]}``; every trace exactly once, events that exist, quotes copied from the
+trace, checked in code and re-asked). Either way, ids not in the taxonomy are dropped with a
+warning and recorded; an annotator whose call fails gives no code (recorded), which lowers κ
+rather than hiding it. The labels go to :func:`~tsevo.taxonomy.agreement.agreement` (both κ,
+coverage, status).
 
 After a failed round one call proposes edits ``{merge[], add[], relabel[]}`` (≤ 2, ≤ 2, ≤ 3):
 merges on one axis (and role), relabels of existing ids, adds grounded in induction-pool failures
@@ -61,14 +67,14 @@ from .llm import (
     trace_view,
     validation_text,
 )
+from .llm_phases import ANNOTATORS, codes_view, event_round
 from .model import Taxonomy
+from .phases import SharedBase
 from .prompts import load
 from .traces import Trace
 
 __all__ = ["ANNOTATORS", "PANEL", "annotator_messages", "llm_gate"]
 
-#: The four annotators, in order.
-ANNOTATORS: tuple[str, ...] = ("alpha", "beta", "gamma", "delta")
 #: The panel's name in records and the manifest.
 PANEL = "llm-4annotators"
 
@@ -118,24 +124,6 @@ class EditsReply(BaseModel):
     relabel: list[RelabelModel] = Field(default_factory=list)
 
 
-def _codes_view(tax: Taxonomy) -> list[dict[str, Any]]:
-    return [
-        {
-            "id": c.id,
-            "axis": c.category,
-            "area": c.area,
-            "role": c.applies_to_role,
-            "name": c.name,
-            "description": c.description,
-            "when_to_use": c.when_to_use,
-            "when_not_to_use": c.when_not_to_use,
-            "detection_heuristics": list(c.detection_heuristics),
-            "examples": [e.get("quote") for e in c.examples[:2] if isinstance(e, Mapping)],
-        }
-        for c in tax.codes
-    ]
-
-
 def annotator_messages(
     name: str, tax: Taxonomy, errs: Sequence[Trace], opts: LLMOptions
 ) -> list[dict[str, str]]:
@@ -143,7 +131,7 @@ def annotator_messages(
     text = load("gate_annotate").render(
         annotator=name.capitalize(),
         persona=load(f"persona_{name}").text,
-        codes=dumps(_codes_view(tax)),
+        codes=dumps(codes_view(tax.codes)),
         ids=", ".join(t.problem_id for t in errs),
         traces=dumps([trace_view(t, opts.annotate_chars) for t in errs]),
     )
@@ -226,12 +214,16 @@ def _edits(
     k: int,
     cfg: GateConfig,
     opts: LLMOptions,
+    consolidated: Mapping[str, set[str]] | None = None,
 ) -> tuple[list[Edit], dict[str, Any]]:
     co: Counter[tuple[str, str]] = Counter()
     uncovered = 0
     for e in errors:
-        votes = Counter(i for lab in labels for i in lab.get(e, ()))
-        cons = sorted(i for i, n in votes.items() if n >= cfg.quorum)
+        if consolidated is None:
+            votes = Counter(i for lab in labels for i in lab.get(e, ()))
+            cons = sorted(i for i, n in votes.items() if n >= cfg.quorum)
+        else:  # the event unit's labels after deliberation
+            cons = sorted(consolidated.get(e, ()))
         uncovered += not cons
         co.update((a, b) for a in cons for b in cons if a < b)
     covered = {i for c in tax.codes for i in c.evidence_trace_ids}
@@ -270,7 +262,7 @@ def _edits(
     text = load("gate_edits").render(
         round=k,
         reason=res.decision.reason,
-        codes=dumps(_codes_view(tax)),
+        codes=dumps(codes_view(tax.codes)),
         agreement=dumps(
             {
                 "per_code_kappa": dict(sorted(res.fleiss_per_code.items())),
@@ -334,19 +326,36 @@ def llm_gate(
     tax, rounds, lineage = draft, [], []
     used: set[str] = set()
     decision = None
+    base, rules = SharedBase(), list[str]()
+    by_id = {t.problem_id: t for t in pool}
     for k in range(1, max_rounds + 1):
         batch = sample_round(pool, used, k, cfg.per_round, cfg.seed)
         used |= {t.problem_id for t in batch}
-        errs, errors = round_errors(batch)
         labels: list[dict[str, set[str]]] = [{} for _ in ANNOTATORS]
         records: dict[str, Any] = {}
         degenerate = False
-        if tax.codes and errs:
-            labels, records, degenerate = _annotate(client, tax, errs, errors, k, cfg, opts)
+        cons: dict[str, set[str]] | None = None
+        extra: dict[str, Any] = {}
+        if cfg.unit == "trace":
+            errs, errors = round_errors(batch)
+            if tax.codes and errs:
+                labels, records, degenerate = _annotate(client, tax, errs, errors, k, cfg, opts)
+        else:
+            errors, cons, phases = [], {}, None
+            if tax.codes and batch:
+                ev = event_round(client, tax, batch, k, cfg, opts, base, rules=rules, pool=by_id)
+                errors, labels, cons, phases = ev.errors, ev.labels, ev.consolidated, ev.phases
+                records, degenerate = ev.annotators, ev.degenerate
+            extra = {
+                "unit": "event",
+                "consolidated": {e: sorted(cons.get(e, ())) for e in errors},
+                "phases": phases,
+            }
         res = agreement(
             labels,
             errors,
             tax,
+            consolidated=cons,
             metric=cfg.metric,
             kappa_target=cfg.kappa_target,
             coverage_floor=cfg.coverage_floor,
@@ -365,12 +374,16 @@ def llm_gate(
             panel=PANEL,
             annotators=records,
             degenerate=degenerate,
+            **extra,
         )
         rounds.append(rnd)
         if passed and cfg.early_stop == "paper":
             break
         if k < max_rounds:
-            edits, rnd["edits"] = _edits(client, tax, labels, errors, res, ind_pool, k, cfg, opts)
+            edits, rnd["edits"] = _edits(
+                client, tax, labels, errors, res, ind_pool, k, cfg, opts, consolidated=cons
+            )
+            rules = []
             if edits:
                 try:
                     batch_ = apply_edits(tax, edits, trigger=f"gate round {k} (llm)")
@@ -379,6 +392,12 @@ def llm_gate(
                 else:
                     tax = batch_.taxonomy
                     lineage.append(batch_.entry)
+                    rules = [
+                        f"{x.id}: {v}"
+                        for x in edits
+                        if isinstance(x, Relabel)
+                        for v in x.changes.values()
+                    ]
     final = gated(tax, decision, len(rounds), cfg.metric, PANEL, panel_if_empty=True)
     lineage_out: list[LineageEntry] = lineage
     return GateResult(final, rounds, lineage_out)

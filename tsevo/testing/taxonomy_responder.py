@@ -12,7 +12,14 @@ request shows (the JSON blocks after ``(JSON):`` markers), the way a careful mod
 * annotators: the codes whose ``feature op value`` heuristics hold on a trace's shown features,
   each quoted at the event line of the feature's role; ``noise`` drops a seeded share of them per
   annotator, so annotators can disagree;
-* gate edits: a sharper ``when_not_to_use`` for codes whose per-code κ is below 0.4.
+* gate edits: a sharper ``when_not_to_use`` for codes whose per-code κ is below 0.4;
+* the event-level phases (design §4.2): *discovery* proposes the event lines that show a tool
+  error, a fallback or a reviewer's no-tool/replace decision, and, in a failed trace, the
+  answerer's first answer (quoted from the line, role from the line); *vote* confirms the
+  proposals that rule would make and types tool/system events A, role events B; *assign* gives
+  the offered codes whose heuristics hold on the trace's features; *deliberation* keeps an own
+  code another annotator shares and adopts a code ≥ 2 others hold. ``noise`` drops a seeded share
+  of proposals and codes per annotator and flips a seeded share (half of it) of the votes.
 
 Replies are computed, not a model's. Faults are injected per kind with :meth:`inject`, as in
 :class:`~tsevo.testing.responder.BuiltinResponder`.
@@ -46,12 +53,18 @@ TAXONOMY_KINDS: dict[str, str] = {
     "coverage": "induce_coverage",
     "annotate": "gate_annotate",
     "edits": "gate_edits",
+    "discover": "gate_discover",
+    "vote": "gate_vote",
+    "assign": "gate_assign",
+    "deliberate": "gate_deliberate",
 }
 
 _MARK = re.compile(r"\(JSON[^)\n]*\):\n")
 _ATOM = re.compile(r"^([a-z_]+\.[a-z_]+) (==|!=|<=|>=|<|>) (.+)$")
 _LINE = re.compile(r"^\[#(\d+) ([A-Z]+) ")
 _ROLE_OF = {"tool": "TOOL", "chain": "SYSTEM", "answer": "ANSWERER", "review": "REVIEWER"}
+#: What the scripted annotators read as an error on an event line.
+_ERRORISH = re.compile(r"\] (tool_error|fallback) |decision=(no_tool|replace) |text=abstain")
 
 
 def _blocks(text: str) -> list[Any]:
@@ -110,6 +123,27 @@ def _line(trace: Mapping[str, Any], feature: str) -> tuple[int, str]:
     m = _LINE.match(pick)
     assert m is not None
     return int(m.group(1)), pick[:120]
+
+
+def _noisy(share: float, *parts: Any) -> bool:
+    h = hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()
+    return int(h[:8], 16) / 16**8 < share
+
+
+def _name(prompt: str) -> str:
+    m = re.search(r"You are annotator (\w+)\.", prompt)
+    return m.group(1) if m else "?"
+
+
+def _errorish(trace: Mapping[str, Any]) -> list[str]:
+    """The event lines a scripted annotator reads as errors, in order."""
+    lines = [ln for ln in str(trace["trajectory"]).split("\n") if _LINE.match(ln)]
+    out = [ln for ln in lines if _ERRORISH.search(ln)]
+    if trace.get("final_correct") is False:
+        first = next((ln for ln in lines if " ANSWERER " in ln[:30]), None)
+        if first is not None and first not in out:
+            out.append(first)
+    return out
 
 
 def _title(text: str, limit: int = 6) -> str:
@@ -285,8 +319,7 @@ class TaxonomyResponder:
 
     # -- gate -------------------------------------------------------------------------------------
     def _annotate(self, prompt: str) -> dict[str, Any]:
-        m = re.search(r"You are annotator (\w+)\.", prompt)
-        name = m.group(1) if m else "?"
+        name = _name(prompt)
         codes, traces = _blocks(prompt)[:2]
         labels = []
         for t in traces:
@@ -295,8 +328,7 @@ class TaxonomyResponder:
                 atoms = [a for h in c["detection_heuristics"] for a in (_atoms(h) or [])]
                 if not atoms or not _holds(atoms, t["features"]):
                     continue
-                h = hashlib.sha256(f"{name}\x00{t['trace_id']}\x00{c['id']}".encode()).hexdigest()
-                if int(h[:8], 16) / 16**8 < self.noise:
+                if _noisy(self.noise, name, t["trace_id"], c["id"]):
                     continue
                 seq, quote = _line(t, atoms[0][0])
                 assigned.append({"id": c["id"], "event_seq": seq, "quote": quote})
@@ -317,3 +349,58 @@ class TaxonomyResponder:
             if i in names
         ]
         return {"merge": [], "add": [], "relabel": relabel}
+
+    # -- gate, event level ------------------------------------------------------------------------
+    def _discover(self, prompt: str) -> dict[str, Any]:
+        name, trace = _name(prompt), _blocks(prompt)[0]
+        errors = []
+        for ln in _errorish(trace):
+            m = _LINE.match(ln)
+            assert m is not None
+            seq, role = int(m.group(1)), m.group(2).lower()
+            if _noisy(self.noise, name, trace["trace_id"], seq, "discover"):
+                continue
+            kind = ln.split("] ", 1)[1].split(" ", 1)[0]
+            errors.append(
+                {
+                    "event_seq": seq,
+                    "role": role,
+                    "description": f"The {role}'s {kind} at event {seq} went wrong.",
+                    "quote": ln[:80],
+                }
+            )
+        return {"errors": errors}
+
+    def _vote(self, prompt: str) -> dict[str, Any]:
+        name = _name(prompt)
+        cands, trace = _blocks(prompt)[:2]
+        lines = set(_errorish(trace))
+        votes, types = [], []
+        for c in cands:
+            confirm = c["line"] in lines
+            if _noisy(self.noise / 2, name, c["error_id"], "vote"):
+                confirm = not confirm
+            votes.append({"error_id": c["error_id"], "confirm": confirm})
+            axis = "A" if c["role"] in ("tool", "system") else "B"
+            types.append({"error_id": c["error_id"], "axis": axis})
+        return {"votes": votes, "types": types}
+
+    def _assign(self, prompt: str) -> dict[str, Any]:
+        name = _name(prompt)
+        error, codes, _base, trace = _blocks(prompt)[:4]
+        out = []
+        for c in codes:
+            atoms = [a for h in c["detection_heuristics"] for a in (_atoms(h) or [])]
+            if not atoms or not _holds(atoms, trace["features"]):
+                continue
+            if _noisy(self.noise, name, error["error_id"], c["id"]):
+                continue
+            out.append({"id": c["id"], "quote": str(error["line"])[:80]})
+        return {"codes": out}
+
+    def _deliberate(self, prompt: str) -> dict[str, Any]:
+        error, _codes, labels = _blocks(prompt)[:3]
+        held = Counter(i for o in labels["others"] for i in o)
+        keep = {i for i in labels["yours"] if held[i] >= 1}
+        new = keep | {i for i, n in held.items() if n >= 2}
+        return {"revisions": [{"error_id": error["error_id"], "codes": sorted(new)}]}
