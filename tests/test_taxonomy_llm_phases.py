@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,14 @@ def test_phases_record_follows_the_quorums(event_run):
                 has = bool(eligible_codes(draft, ph["types"][e]["type"], traces[tid], seq))
                 assert (e in r["annotators"]["beta"]["assign"]) == has
     assert dropped and changed  # the noisy panel exercised both quorums and deliberation
+    # the shared base only grows; a later round's assignment prompts show its anchors
+    bases = [r["phases"]["base"] for r in rounds]
+    for a, b in pairwise(bases):
+        assert a["anchors"].items() <= b["anchors"].items()
+    assert bases[0]["anchors"] and bases[0]["added"]["anchors"] == bases[0]["anchors"]
+    shown = [b["messages"][0]["content"] for b in event_run["chats"]]
+    assign = [c for c, k in zip(shown, _kinds(event_run["chats"]), strict=True) if k == "assign"]
+    assert any('"anchors":[{' in c for c in assign)
 
 
 def test_cached_rerun_makes_zero_calls_and_writes_identical_agreement_files(event_run):
