@@ -33,12 +33,13 @@ from tsevo.taxonomy.phases import (
     check_proposal,
     deliberate,
     error_id,
+    event_line,
     phase_record,
     reconcile,
     split_error_id,
     type_of,
 )
-from tsevo.taxonomy.traces import Trace
+from tsevo.taxonomy.traces import Trace, render
 
 
 def _p(trace: str, seq: int) -> Proposal:
@@ -329,3 +330,19 @@ def test_compatible_codes_and_deliberation_answers():
                         relax=0.5, strong=1.5)  # fmt: skip
     assert got == {"X", "W"}
     assert revise_scores({"Z"}, [{"Z"}], scores, {"Z"}, relax=0.5, strong=1.5) == {"Z"}
+
+
+def test_a_quote_is_checked_against_the_line_annotators_read() -> None:
+    """A stored trace's events have sorted keys, so rendering one again may reorder its fields;
+    the quote is checked against the trace's own rendering, the text the annotators read."""
+    shown = {"seq": 1, "role": "answerer", "kind": "answer", "stage": 0, "option": 0,
+             "text": "0 (Series A)", "reason": "period rule: lag 12"}  # fmt: skip
+    stored = dict(sorted(shown.items()))
+    rendering = render([shown])
+    quote = "text=0 (Series A) reason=period"  # verbatim in what annotators read
+    assert quote in rendering and quote not in render([stored])
+    p = Proposal("t1", 1, "answerer", "d", quote)
+    assert event_line([stored], 1, rendering) == rendering
+    assert check_proposal([stored], p, rendering) == []
+    assert check_proposal([stored], p) and "not verbatim" in check_proposal([stored], p)[0]
+    assert event_line([stored], 2, rendering) is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.taxonomy_fixtures import SENTINEL, planted_run
@@ -85,3 +87,29 @@ def test_adamast_loads_the_induced_taxonomy(run):
     ours = load_taxonomy(lay.taxonomy.taxonomy)
     theirs = adamast_tax.Taxonomy.from_flat(register.load_candidate(lay.taxonomy.taxonomy))
     assert [c.code for c in theirs.codes] == list(ours.ids)
+
+
+def test_cli_gate_unit_chooses_event_phases_or_trace_errors(run):
+    """``--unit trace`` gates each failed trace as one error (no phases); the default runs the
+    five phases, whose record each round carries. The default gate is rerun last, byte-identical."""
+    lay = RunLayout(run)
+    assert main(["taxonomy", "induce", str(run)]) == 0
+
+    def rounds() -> list[dict]:
+        tax = load_taxonomy(lay.taxonomy.taxonomy)
+        n = tax.generation["agreement"]["rounds_completed"]
+        folder = next(p for p in (lay.taxonomy.dir / "agreement").iterdir() if p.is_dir())
+        assert len(list((lay.taxonomy.dir / "agreement").iterdir())) == 1  # one draft, one fp
+        return [
+            json.loads((folder / f"round_{k}.json").read_text("utf-8")) for k in range(1, n + 1)
+        ]
+
+    assert main(["taxonomy", "gate", str(run)]) == 0
+    event = _files(lay)
+    assert all(r["unit"] == "event" and "phases" in r and "consolidated" in r for r in rounds())
+    assert main(["taxonomy", "gate", str(run), "--unit", "trace"]) == 0
+    trace = rounds()
+    assert trace and all("phases" not in r for r in trace)
+    assert all(e.split("#")[0] in r["traces"] for r in trace for e in r["errors"])
+    assert main(["taxonomy", "gate", str(run)]) == 0
+    assert _files(lay) == event

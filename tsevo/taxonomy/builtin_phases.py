@@ -270,7 +270,7 @@ class EventViews:
             for e in evs:
                 why = self._flag(r, t, e, tax, strict=True)
                 if why:
-                    quote = event_line(evs, e["seq"]) or ""
+                    quote = event_line(evs, e["seq"], t.raw_trajectory) or ""
                     out.append(Proposal(t.problem_id, e["seq"], str(e["role"]), why, quote))
         if not out and evs and t.outcome is not None and t.failed:
             last = evs[-1]  # a failure its view explains nowhere else: the answer itself
@@ -281,7 +281,7 @@ class EventViews:
                     last["seq"],
                     str(last["role"]),
                     why,
-                    event_line(evs, last["seq"]) or "",
+                    event_line(evs, last["seq"], t.raw_trajectory) or "",
                 )
             )
         return out

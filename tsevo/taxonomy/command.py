@@ -105,7 +105,7 @@ def _run(args: argparse.Namespace, backend: str, client: LLMClient | None, t0: f
     elif args.taxonomy_cmd == "gate":
         res = gate_run(
             args.run,
-            config=GateConfig(seed=args.seed, metric=args.metric),
+            config=GateConfig(seed=args.seed, metric=args.metric, unit=args.unit),
             backend=backend,
             llm=client,
             options=LLMOptions(annotator_models=tuple(args.annotator_models or ())),
@@ -175,6 +175,13 @@ def add_taxonomy_parser(sub: Any) -> None:
     gt.add_argument("run", help="run folder")
     gt.add_argument("--seed", type=int, default=0)
     gt.add_argument("--metric", default="cohen_area", choices=("cohen_area", "fleiss_code_macro"))
+    gt.add_argument(
+        "--unit",
+        default="event",
+        choices=("event", "trace"),
+        help="event: the five phases per trace (discovery, vote, typing, assignment, deliberation);"
+        " trace: each failed trace is one error, codes assigned only",
+    )
     gt.add_argument(
         "--annotator-models",
         type=_four_models,

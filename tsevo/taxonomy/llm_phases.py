@@ -51,13 +51,14 @@ from .phases import (
     SharedBase,
     check_proposal,
     deliberate,
+    event_line,
     phase_record,
     reconcile,
     split_error_id,
     type_of,
 )
 from .prompts import load
-from .traces import Trace, render
+from .traces import Trace
 
 __all__ = [
     "ANNOTATORS",
@@ -258,7 +259,9 @@ def _check_discovery(t: Trace) -> Callable[[DiscoverReply], str | None]:
         problems = []
         for j, x in enumerate(r.errors):
             p = Proposal(t.problem_id, x.event_seq, x.role.strip().lower(), x.description, x.quote)
-            problems += [f"errors[{j}]: {why}" for why in check_proposal(_as_shown(t), p)]
+            problems += [
+                f"errors[{j}]: {why}" for why in check_proposal(t.events, p, t.raw_trajectory)
+            ]
         return validation_text(problems)
 
     return check
@@ -459,23 +462,7 @@ def event_round(
 
 def _line(t: Trace, seq: int) -> str | None:
     """Event ``seq``'s line as the trace's rendering shows it."""
-    head = f"[#{seq} "
-    return next((ln for ln in t.raw_trajectory.split("\n") if ln.startswith(head)), None)
-
-
-def _as_shown(t: Trace) -> list[dict[str, Any]]:
-    """The events with their fields in the order the rendering shows them.
-
-    Stored traces sort each event's keys, so re-rendering one may order its fields differently
-    from ``raw_trajectory``, the text the annotators quote.
-    """
-    out = []
-    for e in t.events:
-        line = _line(t, e["seq"]) or ""
-        pos = {k: line.find(f" {k}=") for k in e}
-        shown = dict(sorted(e.items(), key=lambda kv: (pos[kv[0]] < 0, pos[kv[0]])))
-        out.append(shown if render([shown]) == line else e)
-    return out
+    return event_line(t.events, seq, t.raw_trajectory)
 
 
 def _role(t: Trace, seq: int) -> str:

@@ -89,17 +89,34 @@ def _order(eid: str) -> tuple[str, int]:
     return split_error_id(eid)
 
 
-def event_line(events: Sequence[Mapping[str, Any]], seq: int) -> str | None:
-    """The rendered line of event ``seq`` (``None``: no such event)."""
-    for e in events:
-        if e.get("seq") == seq:
-            return render([e])
-    return None
+def event_line(
+    events: Sequence[Mapping[str, Any]], seq: int, rendering: str | None = None
+) -> str | None:
+    """The line of event ``seq`` as annotators see it (``None``: no such event).
+
+    ``rendering`` is the trace's ``raw_trajectory``, the text every annotator reads and quotes;
+    its line for the event is the answer. Without it (or when it lacks the line) the event is
+    rendered again, which on a stored trace may order the fields differently (stored events'
+    keys are sorted).
+    """
+    if not any(e.get("seq") == seq for e in events):
+        return None
+    head = f"[#{seq} "
+    for ln in (rendering or "").split("\n"):
+        if ln.startswith(head):
+            return ln
+    return next(render([e]) for e in events if e.get("seq") == seq)
 
 
-def check_proposal(events: Sequence[Mapping[str, Any]], p: Proposal) -> list[str]:
-    """Why a proposal is refused (empty: it is valid): the event must exist, the quote be in it."""
-    line = event_line(events, p.event_seq)
+def check_proposal(
+    events: Sequence[Mapping[str, Any]], p: Proposal, rendering: str | None = None
+) -> list[str]:
+    """Why a proposal is refused (empty: it is valid).
+
+    The event must exist, the quote be verbatim in its line (:func:`event_line`, read from
+    ``rendering`` when given) and the role be the event's.
+    """
+    line = event_line(events, p.event_seq, rendering)
     if line is None:
         return [f"event #{p.event_seq} does not exist in trace {p.trace_id}"]
     why = []
