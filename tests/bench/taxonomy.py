@@ -1,6 +1,6 @@
 """Builtin taxonomy induce + gate on one-round synthetic runs (issue 12's must-show), into JSON.
 
-``python -m tests.bench.taxonomy [--presets default mixed] [--seeds S ...] [--out DIR]``
+``python -m tests.bench.taxonomy [--presets default mixed] [--unit event|trace] [--seeds S ...] [--out DIR]``
 
 Per preset and seed: one builtin round (evolved into ``--out``, reused when finished), then
 ``induce_run`` + ``gate_run`` for each trace source (``base``: the base pass; ``all``: the base
@@ -9,7 +9,9 @@ that the artifacts are byte-identical. Records the codes per axis, the recorded 
 (the gating mean pairwise Cohen κ at area level and the macro per-code Fleiss κ), coverage,
 status and the wall time of induce + gate. Writes ``runs/bench/taxonomy.json``.
 
-The seeds below were fixed in this file before they were run.
+The seeds below were fixed in this file before they were run: :data:`SEEDS` for the trace-level
+gate (``--unit trace``), :data:`SEEDS_EVENT` for the event-level gate (the default since the five
+phases of design §4.2 landed), fresh when it was first measured.
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ from tests.bench import git_commit
 from tsevo.evolve import ProtocolConfig, evolve
 from tsevo.fileio import atomic_write_text
 from tsevo.notebook import make_synthetic_suite
+from tsevo.taxonomy.gate import GateConfig
 from tsevo.taxonomy.runs import gate_run, induce_run
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Held-out seeds, fixed before the bench ran.
 SEEDS: tuple[int, ...] = (10601, 10613, 10627)
+#: Held-out seeds of the event-level gate, fixed before its first bench run.
+SEEDS_EVENT: tuple[int, ...] = (12601, 12613, 12629)
 SOURCES = ("base", "all")
 
 
@@ -46,13 +51,13 @@ def _digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def _once(run: Path, source: str, work: Path) -> tuple[dict[str, Any], str]:
+def _once(run: Path, source: str, work: Path, unit: str) -> tuple[dict[str, Any], str]:
     copy = work / "run"
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("taxonomy"))
     t = time.perf_counter()
     induce_run(copy, source=source)
-    res = gate_run(copy)
+    res = gate_run(copy, config=GateConfig(unit=unit))
     wall = time.perf_counter() - t
     tax = res.taxonomy
     agr = (tax.generation or {}).get("agreement", {})
@@ -66,6 +71,9 @@ def _once(run: Path, source: str, work: Path) -> tuple[dict[str, Any], str]:
         "fleiss_code_macro": agr.get("fleiss_code_macro"),
         "coverage": agr.get("final_coverage"),
         "gate_rounds": len(res.rounds),
+        "errors": sum(len(r["errors"]) for r in res.rounds),
+        "traces": sum(len(r["traces"]) for r in res.rounds),
+        "error_traces": sum(len({e.split("#")[0] for e in r["errors"]}) for r in res.rounds),
         "seconds": round(wall, 1),
     }
     return row, _digest(copy / "taxonomy")
@@ -74,10 +82,12 @@ def _once(run: Path, source: str, work: Path) -> tuple[dict[str, Any], str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.bench.taxonomy", description=__doc__)
     p.add_argument("--presets", nargs="+", default=["default", "mixed"])
-    p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    p.add_argument("--unit", choices=("event", "trace"), default="event")
+    p.add_argument("--seeds", type=int, nargs="+", default=None)
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "bench" / "taxonomy")
     p.add_argument("--json", type=Path, default=ROOT / "runs" / "bench" / "taxonomy.json")
     args = p.parse_args(argv)
+    args.seeds = args.seeds or list(SEEDS_EVENT if args.unit == "event" else SEEDS)
     rows = []
     with tempfile.TemporaryDirectory(prefix="tsevo-taxbench-") as tmp:
         for preset in args.presets:
@@ -90,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                     log=lambda _: None,
                 )
                 for source in SOURCES:
-                    row, d1 = _once(run, source, Path(tmp))
-                    _, d2 = _once(run, source, Path(tmp))
+                    row, d1 = _once(run, source, Path(tmp), args.unit)
+                    _, d2 = _once(run, source, Path(tmp), args.unit)
                     row.update(preset=preset, seed=seed, source=source, identical=d1 == d2)
                     rows.append(row)
                     print(json.dumps(row), flush=True)
@@ -112,7 +122,14 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds_mean": round(statistics.mean(secs), 1) if secs else None,
                 "seconds_sd": round(statistics.stdev(secs), 1) if len(secs) > 1 else None,
             }
-    doc = {"bench": "taxonomy", "commit": git_commit(), "rows": rows, "summary": summary}
+    doc = {
+        "bench": "taxonomy",
+        "commit": git_commit(),
+        "unit": args.unit,
+        "seeds": args.seeds,
+        "rows": rows,
+        "summary": summary,
+    }
     atomic_write_text(args.json, json.dumps(doc, indent=1, default=str) + "\n")
     print(json.dumps(summary, indent=1))
     print(f"-> {args.json}")
