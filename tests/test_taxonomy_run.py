@@ -11,9 +11,11 @@ from tsevo.analysis.taxonomy import (
     AGREEMENT_COLUMNS,
     CODES_COLUMNS,
     FIRINGS_COLUMNS,
+    PHASES_COLUMNS,
     agreement_df,
     codes_df,
     firings_df,
+    gate_phases_df,
 )
 from tsevo.cli import main
 from tsevo.store import RunLayout
@@ -75,6 +77,18 @@ def test_frames(run):
     assert list(agr.columns) == list(AGREEMENT_COLUMNS) and len(agr)
     assert agr.groupby("round")["gating"].sum().eq(1).all()
     assert str(codes["code_id"].dtype) == "string" and str(agr["value"].dtype) == "Float64"
+    ph = gate_phases_df(run)  # the event-level gate's five phases, per round and annotator
+    assert list(ph.columns) == list(PHASES_COLUMNS) and len(ph)
+    assert ph.groupby("round")["annotator"].nunique().eq(4).all()
+    n_err = agr.drop_duplicates("round").set_index("round")["n_errors"]
+    assert (ph.set_index("round")["confirmed"] == n_err.reindex(ph["round"]).to_numpy()).all()
+    assert (ph["proposed_confirmed"] <= ph["proposed"]).all()
+    assert (ph["votes_confirm"] <= ph["voted"]).all() and (ph["labelled"] <= ph["confirmed"]).all()
+    assert (ph[["typed_A", "typed_B", "typed_C"]].sum(axis=1) <= ph["confirmed"]).all()
+    rnd = json.loads(next((lay.taxonomy.dir / "agreement").rglob("round_1.json")).read_text())
+    first = ph[ph["round"] == 1].set_index("annotator")
+    for name, props in rnd["phases"]["proposals"].items():  # counted from the record by hand
+        assert first.loc[name, "proposed"] == len({(p["trace_id"], p["event_seq"]) for p in props})
 
 
 def test_adamast_loads_the_induced_taxonomy(run):

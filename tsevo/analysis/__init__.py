@@ -22,7 +22,7 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
 * the paired chain study (discard vs chain vs discard with K + d attempts):
   :func:`group_admissions`, :func:`chain_arm_params`, :func:`chain_arm_row`, :func:`chain_arms_df`,
   :func:`chain_arms_summary`, :func:`chain_recoveries_df`
-* failure taxonomies: :func:`codes_df`, :func:`firings_df`, :func:`agreement_df`,
+* failure taxonomies: :func:`codes_df`, :func:`firings_df`, :func:`agreement_df`, :func:`gate_phases_df`,
   :func:`versions_df`, :func:`gaps_df`, :func:`trace_flips_df`, :func:`taxonomy_metrics`
 * the paired taxonomy study (arms differing only in the consumers): :func:`taxonomy_arm_params`,
   :func:`taxonomy_arm_row`, :func:`taxonomy_answer_rows`, :func:`taxonomy_arms_df`,
@@ -100,11 +100,13 @@ from .taxonomy import (
     CODES_COLUMNS,
     FIRINGS_COLUMNS,
     GAPS_COLUMNS,
+    PHASES_COLUMNS,
     VERSIONS_COLUMNS,
     agreement_df,
     codes_df,
     firings_df,
     gaps_df,
+    gate_phases_df,
     taxonomy_metrics,
     trace_flips_df,
     versions_df,
@@ -154,6 +156,7 @@ __all__ = [
     "GATE_COLUMNS",
     "MEASUREMENTS_COLUMNS",
     "PAIRED_TABLE_COLUMNS",
+    "PHASES_COLUMNS",
     "PRUNE_COLUMNS",
     "REPAIRS_COLUMNS",
     "SELECTION_OPTIMISM_COLUMNS",
@@ -193,6 +196,7 @@ __all__ = [
     "funnel_df",
     "gaps_df",
     "gate_df",
+    "gate_phases_df",
     "group_admissions",
     "load_records",
     "measurements_df",

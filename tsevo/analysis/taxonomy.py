@@ -41,11 +41,13 @@ __all__ = [
     "CODES_COLUMNS",
     "FIRINGS_COLUMNS",
     "GAPS_COLUMNS",
+    "PHASES_COLUMNS",
     "VERSIONS_COLUMNS",
     "agreement_df",
     "codes_df",
     "firings_df",
     "gaps_df",
+    "gate_phases_df",
     "taxonomy_metrics",
     "trace_flips_df",
     "versions_df",
@@ -99,6 +101,23 @@ AGREEMENT_COLUMNS: dict[str, str] = {
     "gating": "boolean",
     "passed": "boolean",
     "n_errors": "Int64",
+}
+PHASES_COLUMNS: dict[str, str] = {
+    "round": "Int64",
+    "taxonomy_fp": "string",
+    "annotator": "string",
+    "proposed": "Int64",
+    "proposed_confirmed": "Int64",
+    "votes_confirm": "Int64",
+    "voted": "Int64",
+    "confirmed": "Int64",
+    "dropped": "Int64",
+    "typed_A": "Int64",
+    "typed_B": "Int64",
+    "typed_C": "Int64",
+    "labelled": "Int64",
+    "deliberated": "Int64",
+    "changed": "Int64",
 }
 
 VERSIONS_COLUMNS: dict[str, str] = {
@@ -230,6 +249,51 @@ def agreement_df(run: Run) -> pd.DataFrame:
                 }
             )
     return _frame(rows, AGREEMENT_COLUMNS)
+
+
+def gate_phases_df(run: Run) -> pd.DataFrame:
+    """Per event-level gate round and annotator: what each of the five phases did (design §4.2).
+
+    ``proposed``: errors the annotator discovered (phase 1), of which ``proposed_confirmed`` were
+    confirmed; ``votes_confirm`` of the round's ``voted`` keys (proposed by at least
+    ``quorum_propose``) it voted to confirm, ``confirmed`` and ``dropped`` (too few proposers)
+    being the round's (phase 2); ``typed_*`` its types of the confirmed errors (phase 3);
+    ``labelled`` the confirmed errors it gave a code (phase 4, what κ is computed on);
+    ``deliberated`` the round's split errors and ``changed`` how many of its labels deliberation
+    changed (phase 5). Trace-level rounds (``unit="trace"``) have no phases and no rows.
+    """
+    rows = []
+    for rnd in agreement_records(open_run(run)):
+        ph = rnd.get("phases")
+        if not ph:
+            continue
+        rec = ph["reconciliation"]
+        confirmed = set(rec["confirmed"])
+        deliberated = {e for r in ph["deliberation"] for e in r["deliberated"]}
+        for name, props in ph["proposals"].items():
+            mine = {f"{p['trace_id']}#{p['event_seq']}" for p in props}
+            types = [t["by"].get(name) for t in ph["types"].values()]
+            labels = rnd.get("labels", {}).get(name, {})
+            rows.append(
+                {
+                    "round": rnd["round"],
+                    "taxonomy_fp": rnd["fingerprint"],
+                    "annotator": name,
+                    "proposed": len(mine),
+                    "proposed_confirmed": len(mine & confirmed),
+                    "votes_confirm": sum(name in v["confirm"] for v in rec["voted"].values()),
+                    "voted": len(rec["voted"]),
+                    "confirmed": len(confirmed),
+                    "dropped": len(rec["dropped"]),
+                    **{f"typed_{a}": types.count(a) for a in "ABC"},
+                    "labelled": sum(bool(v) for v in labels.values()),
+                    "deliberated": len(deliberated),
+                    "changed": sum(
+                        c["annotator"] == name for r in ph["deliberation"] for c in r["changed"]
+                    ),
+                }
+            )
+    return _frame(rows, PHASES_COLUMNS)
 
 
 def versions_df(run: Run) -> pd.DataFrame:

@@ -133,6 +133,9 @@ class TaxonomyNotebookConfig(NotebookConfig):
     """Share of confirmed errors with a consolidated code a gate round must reach (0.70)."""
     max_rounds: int = 5
     """Gate rounds of 5 stratified gate-pool traces at most."""
+    gate_unit: str = "event"
+    """What the gate's annotators label: event (the five phases per trace: discovery, vote,
+    typing, assignment, deliberation) | trace (each failed trace is one error, codes only)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -140,6 +143,8 @@ class TaxonomyNotebookConfig(NotebookConfig):
             raise ValueError(f"traces must be base, evolution or all, got {self.traces!r}")
         if self.metric not in ("cohen_area", "fleiss_code_macro"):
             raise ValueError(f"metric must be cohen_area or fleiss_code_macro, got {self.metric!r}")
+        if self.gate_unit not in ("event", "trace"):
+            raise ValueError(f"gate_unit must be event or trace, got {self.gate_unit!r}")
 
     def source_round(self) -> int | None:
         """``round``, or None for the latest base pass."""
@@ -157,4 +162,5 @@ class TaxonomyNotebookConfig(NotebookConfig):
             kappa_target=self.kappa_target,
             coverage_floor=self.coverage_floor,
             max_rounds=self.max_rounds,
+            unit=self.gate_unit,
         )
