@@ -346,3 +346,25 @@ def test_a_quote_is_checked_against_the_line_annotators_read() -> None:
     assert check_proposal([stored], p, rendering) == []
     assert check_proposal([stored], p) and "not verbatim" in check_proposal([stored], p)[0]
     assert event_line([stored], 2, rendering) is None
+
+
+def test_beta_reads_the_shared_base_anchors(planted_gate):
+    """Anchors (errors every reader coded alike in an earlier round) join Beta's exemplars: two
+    anchored events of one trace give that trace their code; unknown codes are dropped; the other
+    readers do not read them."""
+    traces, draft = planted_gate
+    by_id = {t.problem_id: t for t in traces}
+    base = sorted(
+        (t for t in traces if t.metadata["pool"] == "induction" and t.failed),
+        key=lambda t: t.problem_id,
+    )
+    panel = Panel(draft, base, by_id)
+    t, code = next((x, i) for x in gate_pool(traces) for i in draft.ids if i not in panel.beta(x))
+    others = [panel.alpha(t), panel.gamma(t), panel.delta(t)]
+    panel.anchor({f"{t.problem_id}#1": ["Z.9"], f"{t.problem_id}#2": ["Z.9"]}, by_id)
+    assert code not in panel.beta(t)  # an unknown code anchors nothing
+    panel.anchor({f"{t.problem_id}#1": [code], f"{t.problem_id}#2": [code]}, by_id)
+    assert code in panel.beta(t)
+    assert [panel.alpha(t), panel.gamma(t), panel.delta(t)] == others
+    panel.anchor({}, by_id)
+    assert code not in panel.beta(t)

@@ -4,7 +4,8 @@ The panel (``builtin-4view``) holds four pure readers, each of its own view, the
 shared base (the induction pool's failures, labelled by the codes' detectors):
 
 * *Alpha, rules*: codes whose detector holds on the trace's features;
-* *Beta, exemplars*: codes held by ≥ 2 of the 3 nearest base traces in feature space;
+* *Beta, exemplars*: codes held by ≥ 2 of the 3 nearest base traces in feature space (at event
+  level also the shared base's anchors: earlier rounds' errors every reader coded alike);
 * *Gamma, text*: TF-IDF cosine of the question and rendered trace against each code's profile
   (its prose and its evidence traces' renderings), threshold fitted on the base (best F1);
 * *Delta, sequences*: per-code logistic regression on event-token 1–3-grams, fitted on the base.
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,8 +38,9 @@ from sklearn.linear_model import LogisticRegression
 
 from .agreement import COVERAGE_FLOOR, KAPPA_TARGET, agreement, consolidate
 from .builtin_phases import EventViews, clause_share, event_round
-from .edits import Add, Edit, LineageEntry, Merge, Relabel, apply_edits
-from .induce import InduceConfig, active_roles, draft_code, fires, induction_pool, mine
+from .edits import LineageEntry, Relabel, apply_edits
+from .gate_edits import mined_adds, panel_edits
+from .induce import fires, induction_pool
 from .model import Taxonomy
 from .phases import SharedBase, split_error_id
 from .traces import FEATURES, Trace
@@ -184,6 +185,7 @@ class Panel:
         vecs = np.array([_vector(t, self.keys) for t in self.base])
         self.scale = np.maximum(np.abs(vecs).max(axis=0), 1.0) if len(vecs) else None
         self.vecs = vecs / self.scale if len(vecs) else vecs
+        self.exemplars = (self.vecs, self.labels, [t.problem_id for t in self.base])
         # gamma: TF-IDF profiles (prose + evidence renderings), thresholds fitted on the base
         self.tfidf = TfidfVectorizer(token_pattern=r"[a-z]+", sublinear_tf=True)
         docs = [_text(t) for t in self.base]
@@ -212,12 +214,31 @@ class Panel:
     def alpha(self, t: Trace) -> set[str]:
         return {c.id for c in self.tax.codes if fires(c.detector, t.features)}
 
-    def _votes(self, t: Trace) -> np.ndarray:
-        d = np.linalg.norm(self.vecs - _vector(t, self.keys) / self.scale, axis=1)
-        order = sorted(
-            range(len(self.base)), key=lambda i: (round(float(d[i]), 9), self.base[i].problem_id)
+    def anchor(self, anchors: Mapping[str, Sequence[str]], by_id: Mapping[str, Trace]) -> None:
+        """Beta's exemplars grow by the shared base's anchors (design §4.2, §4.4).
+
+        An anchor is an error of an earlier round every reader coded alike; its trace joins the
+        exemplars with those codes (codes no longer in the taxonomy dropped). Only Beta reads them.
+        """
+        rows, labs, names = [], [], []
+        for eid, codes in sorted(anchors.items()):
+            tid = split_error_id(eid)[0]
+            known = set(codes) & set(self.ids)
+            if known and tid in by_id and self.scale is not None:
+                rows.append(_vector(by_id[tid], self.keys) / self.scale)
+                labs.append([i in known for i in self.ids])
+                names.append(eid)
+        self.exemplars = (
+            np.vstack([self.vecs, *rows]) if rows else self.vecs,
+            np.vstack([self.labels, np.array(labs, dtype=bool)]) if rows else self.labels,
+            [t.problem_id for t in self.base] + names,
         )
-        return self.labels[order[:3]].sum(axis=0)
+
+    def _votes(self, t: Trace) -> np.ndarray:
+        vecs, labels, names = self.exemplars
+        d = np.linalg.norm(vecs - _vector(t, self.keys) / self.scale, axis=1)
+        order = sorted(range(len(names)), key=lambda i: (round(float(d[i]), 9), names[i]))
+        return labels[order[:3]].sum(axis=0)
 
     def _sims(self, t: Trace) -> np.ndarray:
         return (self.tfidf.transform([_text(t)]) @ self.prof.T).toarray()[0]
@@ -267,80 +288,6 @@ def _best_threshold(sim: np.ndarray, y: np.ndarray) -> float | None:
         if f1 > best_f1:
             best, best_f1 = th, f1
     return best
-
-
-# -- edits ------------------------------------------------------------------------------------
-
-
-def _edits(
-    tax: Taxonomy,
-    panel: Panel,
-    labels: list[dict[str, set[str]]],
-    errors: list[str],
-    per_code: Mapping[str, float],
-    cfg: GateConfig,
-) -> list[Edit]:
-    edits: list[Edit] = []
-    co: Counter[tuple[str, str]] = Counter()
-    for e in errors:
-        votes = Counter(i for lab in labels for i in lab.get(e, ()))
-        cons = sorted(i for i, n in votes.items() if n >= cfg.quorum)
-        co.update((a, b) for a in cons for b in cons if a < b)
-    merged: set[str] = set()
-    for (a, b), n in sorted(co.items()):
-        if len(edits) >= cfg.max_merge or n < 2 or {a, b} & merged:
-            continue
-        ca, cb = tax[a], tax[b]
-        if ca.category != cb.category or ca.applies_to_role != cb.applies_to_role:
-            continue
-        ja, jb = panel.labels[:, panel.ids.index(a)], panel.labels[:, panel.ids.index(b)]
-        u = int((ja | jb).sum())
-        if u and int((ja & jb).sum()) / u >= 0.5:
-            keep, absorb = sorted([a, b], key=lambda i: (len(i), i))
-            edits.append(Merge(keep, (absorb,)))
-            merged |= {a, b}
-    relabels = 0
-    for code_id, k in sorted(per_code.items(), key=lambda kv: (kv[1], kv[0])):
-        if relabels >= cfg.max_relabel or k >= 0.4 or code_id in merged:
-            continue
-        confused: Counter[str] = Counter()
-        for e in errors:
-            if any(code_id in lab.get(e, ()) for lab in labels):
-                confused.update(i for lab in labels for i in lab.get(e, ()) if i != code_id)
-        if not confused:
-            continue
-        other = tax[sorted(confused.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]]
-        theirs = (other.detection_heuristics or (other.description,))[0]
-        ours = (tax[code_id].detection_heuristics or ("this code's pattern",))[0]
-        text = f"Not when the trace fits {other.id} {other.name} ({theirs}) without {ours}."
-        edits.append(Relabel(code_id, {"when_not_to_use": text}))
-        relabels += 1
-    return edits
-
-
-def _adds(
-    tax: Taxonomy, pool: Sequence[Trace], uncovered: Sequence[Trace], cfg: GateConfig
-) -> list[Edit]:
-    """At most ``max_add`` codes for errors no code covered.
-
-    Mined (support, lift, BH, as in induction) on the induction-pool traces no code fires on; a
-    code is kept only if it fires on an uncovered gate error.
-    """
-    residual = [t for t in pool if not any(fires(c.detector, t.features) for c in tax.codes)]
-    fail = np.array([t.failed for t in residual], dtype=bool)
-    roles = active_roles(residual, InduceConfig()) if residual else {}
-    plan = [("system", "A", None)] + [(f"role:{r}", "B", r) for r in roles if roles[r]["active"]]
-    found = []
-    for family, axis, role in [*plan, ("domain", "C", None)]:
-        feats = [n for n, f in FEATURES.items() if f.outcome_blind and f.family == family]
-        chosen, _ = mine(feats, residual, InduceConfig(seed=cfg.seed))
-        for c in chosen:
-            det = {"any": [{"all": [a.to_dict() for a in c.atoms]}]}
-            hits = sum(fires(det, t.features) for t in uncovered)
-            if hits:
-                code = draft_code(axis, c, role, residual, fail, None)
-                found.append((-hits, -c.support, c.key, code))
-    return [Add(code) for *_, code in sorted(found, key=lambda x: x[:3])[: cfg.max_add]]
 
 
 def gate_pool(traces: Sequence[Trace]) -> list[Trace]:
@@ -442,6 +389,8 @@ def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None
                 for r, reader in enumerate(panel.readers()):
                     labels[r] = {e: reader(t) for e, t in zip(errors, errs, strict=True)}
         else:
+            if panel is not None:
+                panel.anchor(shared.anchors, by_id)
             ph = event_round(
                 views,
                 tax,
@@ -479,12 +428,12 @@ def gate(draft: Taxonomy, traces: Sequence[Trace], cfg: GateConfig | None = None
         if k < max_rounds:
             edits = []
             if panel is not None:
-                edits = _edits(tax, panel, labels, errors, res.fleiss_per_code, cfg)
+                edits = panel_edits(tax, panel, labels, errors, res.fleiss_per_code, cfg)
             if cons is None:
                 cons = consolidate(labels, errors, quorum=cfg.quorum)
             uncovered = [t for t, e in zip(errs, errors, strict=True) if not cons[e]]
             if len(uncovered) >= 2:
-                edits += _adds(
+                edits += mined_adds(
                     tax, ind_pool, list({t.problem_id: t for t in uncovered}.values()), cfg
                 )
             shared.grow([], [], [str(e.changes.get("when_not_to_use")) for e in edits
