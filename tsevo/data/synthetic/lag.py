@@ -118,20 +118,48 @@ def _gen(rng: np.random.Generator, sub: str, hard: bool, difficulty: str, index:
         return x, y, values, {"n": n, "lag": L, "phi": phi, "gain": g, "margin": margin}
 
     (x, y, values, latent), tries = resample(attempt, f"lag/{sub}")
+    return lag_question(
+        BOOK, rng, index, difficulty, sub, cov=cov, target=TARGET, x=x, y=y, values=values,
+        directions=DIRECTION, label=label, latent=latent, tries=tries,
+    )  # fmt: skip
+
+
+def lag_question(
+    book: Phrasebook,
+    rng: np.random.Generator,
+    index: int,
+    difficulty: str,
+    sub: str,
+    *,
+    cov: str,
+    target: str,
+    x: FloatArray,
+    y: FloatArray,
+    values: list[float],
+    directions: tuple[str, str],
+    label: str,
+    latent: dict[str, object],
+    tries: int,
+) -> Question:
+    """A lead/lag question on ``target`` (series ``y``) and the named covariate ``cov`` (``x``).
+
+    ``lag`` has numeric options (``values``, gold first); ``direction`` the two ``directions``
+    (gold ``label``).
+    """
     if sub == "lag":
         labels = tuple(f"{int(v)} steps" for v in values)
         gold = labels[0]
     else:
-        labels, gold = DIRECTION, label
-    return BOOK.question(
+        labels, gold = directions, label
+    return book.question(
         rng,
         index,
         difficulty,
         sub,
         labels=labels,
         gold_label=gold,
-        series={TARGET: y, cov: x},
-        primary=(TARGET,),
+        series={target: y, cov: x},
+        primary=(target,),
         covariates=(cov,),
         latent={"covariate": cov, "label": gold, **latent},
         attempts=tries,

@@ -37,6 +37,7 @@ from ._base import (
     resample,
     subtask_for,
 )
+from .lag import lag_question
 
 NAME = "nearmiss"
 SUBTASKS = ("lag", "direction")
@@ -126,25 +127,10 @@ def _make(k: int) -> Family:
             return x, y, values, {"n": N, "lag": L, "phi": phi, "gain": gain, "slopes": slopes}
 
         (x, y, values, latent), tries = resample(attempt, f"{name}/{sub}")
-        if sub == "lag":
-            labels = tuple(f"{int(v)} steps" for v in values)
-            gold = labels[0]
-        else:
-            labels, gold = DIRECTION, label
-        return book.question(
-            rng,
-            index,
-            difficulty,
-            sub,
-            labels=labels,
-            gold_label=gold,
-            series={TARGET: y, cov: x},
-            primary=(TARGET,),
-            covariates=(cov,),
-            latent={"covariate": cov, "label": gold, "near_miss": k, **latent},
-            attempts=tries,
-            slots={"cov": cov},
-        )
+        return lag_question(
+            book, rng, index, difficulty, sub, cov=cov, target=TARGET, x=x, y=y, values=values,
+            directions=DIRECTION, label=label, latent={"near_miss": k, **latent}, tries=tries,
+        )  # fmt: skip
 
     def generate(rng: np.random.Generator, difficulty: str, index: int) -> Question:
         hard = check_difficulty(difficulty)
