@@ -11,6 +11,8 @@
 #    ends in a clean budget stop instead of pytest's timeout; then, in a test of its own, one
 #    synthesis request straight to the model (it must get a reply) whose tool goes through the
 #    round's checks;
+#    and one event-level LLM agreement gate round (tests/live/test_live_taxonomy.py: every phase's
+#    request reaches the model and its replies are checked; PYTEST_ARGS="-k taxonomy" runs it alone);
 # 5. stops the server by its PID (also on failure or Ctrl-C).
 #
 # The server computes with LIVE_THREADS threads: by default 2, or 1 when the machine is busy (load
