@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -60,6 +60,8 @@ from .phases import (
     SharedBase,
     deliberate,
     event_line,
+    event_role,
+    failed_answer,
     phase_record,
     reconcile,
     split_error_id,
@@ -72,7 +74,9 @@ __all__ = [
     "EventViews",
     "clause_share",
     "compatible",
+    "eligible_codes",
     "event_round",
+    "event_token",
     "revise_scores",
 ]
 
@@ -190,7 +194,8 @@ def _numbers(t: Trace, e: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
     return x
 
 
-def _token(e: Mapping[str, Any]) -> str:
+def event_token(e: Mapping[str, Any]) -> str:
+    """An event as one token: its kind and its decision, error kind or status (``answer_abstain``)."""
     detail = e.get("decision") or e.get("error_kind") or e.get("status") or ""
     if e["kind"] == "answer" and e.get("option") is None:
         detail = "abstain"
@@ -209,7 +214,7 @@ class EventViews:
             for e in evs:
                 for name, v in _numbers(t, e, evs).items():
                     vals.setdefault((e["kind"], name), []).append(v)
-            toks = ["<s>", *(_token(e) for e in evs), "</s>"]
+            toks = ["<s>", *(event_token(e) for e in evs), "</s>"]
             self.uni.update(toks[:-1])
             self.big.update(pairwise(toks))
         self.stats = {k: (float(np.mean(v)), float(np.std(v))) for k, v in sorted(vals.items())}
@@ -238,7 +243,7 @@ class EventViews:
 
     def transitions(self, t: Trace, seq: int) -> tuple[float, float]:
         """Delta: the probabilities of the transitions into and out of event ``seq``."""
-        toks = ["<s>", *(_token(e) for e in t.events), "</s>"]
+        toks = ["<s>", *(event_token(e) for e in t.events), "</s>"]
         i = next(i for i, e in enumerate(t.events, start=1) if e["seq"] == seq)
         return self.p(toks[i - 1], toks[i]), self.p(toks[i], toks[i + 1])
 
@@ -262,7 +267,7 @@ class EventViews:
             for seq, line in sorted(self.lines(t).items()):
                 m = STRONG.search(line.split("] ", 1)[-1])
                 if m and any(e["seq"] == seq for e in evs):
-                    role = next(str(e["role"]) for e in evs if e["seq"] == seq)
+                    role = event_role(evs, seq)
                     out.append(
                         Proposal(t.problem_id, seq, role, f"gamma: {m.group(0)!r}", m.group(0))
                     )
@@ -272,7 +277,7 @@ class EventViews:
                 if why:
                     quote = event_line(evs, e["seq"], t.raw_trajectory) or ""
                     out.append(Proposal(t.problem_id, e["seq"], str(e["role"]), why, quote))
-        if not out and evs and t.outcome is not None and t.failed:
+        if not out and evs and failed_answer(t, evs[-1]["seq"]):
             last = evs[-1]  # a failure its view explains nowhere else: the answer itself
             why = f"{READERS_N[r]}: failed, no other event flagged"
             out.append(
@@ -292,8 +297,7 @@ class EventViews:
         for c in tax.codes:
             atoms += [(a["feature"], a["value"]) for a in _atoms(c, f, firing=strict)]
         tied = [(n, v) for n, v in atoms if _tied(n, v, e)]
-        last = e["seq"] == t.events[-1]["seq"]
-        if last and t.outcome is not None and t.failed:
+        if failed_answer(t, e["seq"]):
             tied += [(n, v) for n, v in atoms if FEATURES.get(n) and _family_axis(n) == "C"]
         return sorted(set(tied), key=str)
 
@@ -317,15 +321,14 @@ class EventViews:
             return f"delta: P={p_in:.3f}" if p_in < 0.05 else ""
         return f"delta: P={min(p_in, p_out):.3f}" if min(p_in, p_out) < 0.2 else ""
 
-    def vote(self, r: int, t: Trace, seq: int, tax: Taxonomy) -> bool:
+    def vote(self, r: int, t: Trace, seq: int, tax: Taxonomy, placed: Collection[int]) -> bool:
         """Reader ``r`` confirms event ``seq`` when its relaxed test holds.
 
-        The final event of a failed trace is also confirmed when the reader's own discovery placed
-        that trace's failure nowhere else.
+        The final event of a failed trace is also confirmed when the reader's own discovery
+        (``placed``: the event seqs it proposed in ``t``) placed that trace's failure nowhere else.
         """
         e = next(e for e in t.events if e["seq"] == seq)
-        last_failed = seq == t.events[-1]["seq"] and t.outcome is not None and t.failed
-        if last_failed and {p.event_seq for p in self.discover(r, t, tax)} <= {seq}:
+        if failed_answer(t, seq) and set(placed) <= {seq}:
             return True
         return bool(self._flag(r, t, e, tax, strict=False))
 
@@ -355,6 +358,16 @@ def compatible(code: Code, axis: str, role: str) -> bool:
     if code.category != axis:
         return False
     return axis != "B" or role == "*" or code.applies_to_role == role
+
+
+def eligible_codes(tax: Taxonomy, axis: str, t: Trace, seq: int) -> list[Code]:
+    """The codes an error of type ``axis`` at event ``seq`` of ``t`` may get.
+
+    :func:`compatible` with the event's role; the final event of a failed trace (the wrong answer
+    itself) takes any role's B codes.
+    """
+    role = "*" if failed_answer(t, seq) else event_role(t.events, seq)
+    return [c for c in tax.codes if compatible(c, axis, role)]
 
 
 def revise_scores(
@@ -443,7 +456,8 @@ def event_round(
 
     def vote(r: int, eid: str) -> bool:
         tid, seq = split_error_id(eid)
-        return views.vote(r, by_id[tid], seq, tax)
+        placed = {p.event_seq for p in props[r] if p.trace_id == tid}
+        return views.vote(r, by_id[tid], seq, tax, placed)
 
     rec = reconcile(props, vote, quorum_propose=quorum_propose, quorum_confirm=quorum_confirm)
     memo: dict[tuple[int, str], Any] = {}
@@ -459,14 +473,12 @@ def event_round(
     for e in rec.confirmed:
         tid, seq = split_error_id(e)
         t = by_id[tid]
-        role = next(str(ev["role"]) for ev in t.events if ev["seq"] == seq)
         types[e] = [views.type_of(r, t, seq, tax) for r in range(n)]
-        if seq == t.events[-1]["seq"] and t.outcome is not None and t.failed:
-            role = "*"  # the wrong answer itself: typed by each reader's own reading of the trace
+        if failed_answer(t, seq):  # the wrong answer: typed by each reader's reading of the trace
             for r in range(n):
                 axes = [axis_of[c] for c in sorted(read(r, tid)) if c in axis_of]
                 types[e][r] = phase_type(axes) if axes else types[e][r]
-        allowed[e] = {c.id for c in tax.codes if compatible(c, phase_type(types[e]), role)}
+        allowed[e] = {c.id for c in eligible_codes(tax, phase_type(types[e]), t, seq)}
     labels: list[dict[str, set[str]]] = [{} for _ in range(n)]
     for r in range(n):
         labels[r] = {e: read(r, split_error_id(e)[0]) & allowed[e] for e in rec.confirmed}

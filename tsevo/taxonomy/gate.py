@@ -37,7 +37,7 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from .agreement import COVERAGE_FLOOR, KAPPA_TARGET, agreement, consolidate
-from .builtin_phases import EventViews, clause_share, event_round
+from .builtin_phases import EventViews, clause_share, event_round, event_token
 from .edits import LineageEntry, Relabel, apply_edits
 from .gate_edits import mined_adds, panel_edits
 from .induce import fires, induction_pool
@@ -163,12 +163,7 @@ def _tokens(t: Trace) -> str:
         f"q_len_{f.get('domain.question_len')}",
         f"q_series_{f.get('domain.series_len')}",
     ]
-    for e in t.events:
-        detail = e.get("decision") or e.get("error_kind") or e.get("status") or ""
-        if e["kind"] == "answer" and e.get("option") is None:
-            detail = "abstain"
-        toks.append(f"{e['kind']}_{detail}".rstrip("_"))
-    return " ".join(toks)
+    return " ".join([*toks, *(event_token(e) for e in t.events)])
 
 
 class Panel:

@@ -67,7 +67,7 @@ from .llm import (
     trace_view,
     validation_text,
 )
-from .llm_phases import ANNOTATORS, codes_view, event_round
+from .llm_phases import ANNOTATORS, annotator_head, codes_view, event_round
 from .model import Taxonomy
 from .phases import SharedBase
 from .prompts import load
@@ -129,8 +129,7 @@ def annotator_messages(
 ) -> list[dict[str, str]]:
     """One annotator's request for a round (its persona, the taxonomy, the failed traces)."""
     text = load("gate_annotate").render(
-        annotator=name.capitalize(),
-        persona=load(f"persona_{name}").text,
+        **annotator_head(name),
         codes=dumps(codes_view(tax.codes)),
         ids=", ".join(t.problem_id for t in errs),
         traces=dumps([trace_view(t, opts.annotate_chars) for t in errs]),

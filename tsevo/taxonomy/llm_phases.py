@@ -40,7 +40,7 @@ from pydantic import BaseModel, Field
 
 from tsevo.roles.llm import LLMClient
 
-from .builtin_phases import compatible
+from .builtin_phases import eligible_codes
 from .codes import Code
 from .gate import GateConfig
 from .llm import ANNOTATOR_ROLE, LLMOptions, StepCall, ask, dumps, quote_in, validation_text
@@ -52,6 +52,7 @@ from .phases import (
     check_proposal,
     deliberate,
     event_line,
+    event_role,
     phase_record,
     reconcile,
     split_error_id,
@@ -67,6 +68,7 @@ __all__ = [
     "DiscoverReply",
     "EventRound",
     "VoteReply",
+    "annotator_head",
     "codes_view",
     "eligible_codes",
     "event_round",
@@ -157,18 +159,6 @@ def codes_view(codes: Sequence[Code]) -> list[dict[str, Any]]:
     ]
 
 
-def eligible_codes(tax: Taxonomy, axis: str, t: Trace, seq: int) -> list[Code]:
-    """The codes an error of type ``axis`` at event ``seq`` of ``t`` may get.
-
-    The builtin panel's rule (:func:`~tsevo.taxonomy.builtin_phases.compatible`): A codes for A,
-    the B codes of the event's role for B (any role's at the final event of a failed trace, the
-    wrong answer itself), C codes for C.
-    """
-    last = seq == t.events[-1]["seq"] and t.outcome is not None and t.failed
-    role = "*" if last else _role(t, seq)
-    return [c for c in tax.codes if compatible(c, axis, role)]
-
-
 @dataclass
 class EventRound:
     """One event-level round's outcome.
@@ -250,7 +240,8 @@ class _Calls:
         return any(len(set(v)) < len(v) for v in self.requests.values())
 
 
-def _head(name: str) -> dict[str, str]:
+def annotator_head(name: str) -> dict[str, str]:
+    """An annotator's name and persona, as every gate prompt opens."""
     return {"annotator": name.capitalize(), "persona": load(f"persona_{name}").text}
 
 
@@ -331,7 +322,9 @@ def event_round(
     proposals: list[list[Proposal]] = [[] for _ in ANNOTATORS]
     for t in batch:
         for i, name in enumerate(ANNOTATORS):
-            text = load("gate_discover").render(**_head(name), trace_id=t.problem_id, trace=view(t))
+            text = load("gate_discover").render(
+                **annotator_head(name), trace_id=t.problem_id, trace=view(t)
+            )
             got = call(i, "discover", t.problem_id, text, DiscoverReply, _check_discovery(t))
             seen: set[str] = set()
             for x in got.reply.errors if got.reply else []:
@@ -351,7 +344,7 @@ def event_round(
         return {
             "error_id": eid,
             "event_seq": seq,
-            "role": _role(t, seq),
+            "role": event_role(t.events, seq),
             "line": _line(t, seq),
             "descriptions": sorted(said.get(eid, [])),
         }
@@ -372,7 +365,7 @@ def event_round(
         for i, name in enumerate(ANNOTATORS):
             cands = [{**about(e), "yours": i in voted[e]} for e in keys]
             text = load("gate_vote").render(
-                **_head(name), candidates=dumps(cands), ids=", ".join(keys), trace=view(t)
+                **annotator_head(name), candidates=dumps(cands), ids=", ".join(keys), trace=view(t)
             )
             got = call(i, "vote", t.problem_id, text, VoteReply, _check_votes(keys))
             if got.reply is not None:
@@ -400,7 +393,7 @@ def event_round(
             continue
         for i, name in enumerate(ANNOTATORS):
             text = load("gate_assign").render(
-                **_head(name),
+                **annotator_head(name),
                 error=dumps(info[e]),
                 codes=dumps(codes_view(shown[e])),
                 base=panel_base,
@@ -420,7 +413,7 @@ def event_round(
         asked[i, e] += 1
         t, offered = by_id[split_error_id(e)[0]], {c.id for c in shown[e]}
         text = load("gate_deliberate").render(
-            **_head(ANNOTATORS[i]),
+            **annotator_head(ANNOTATORS[i]),
             error=dumps(info[e]),
             codes=dumps(codes_view(shown[e])),
             round=asked[i, e],
@@ -463,10 +456,6 @@ def event_round(
 def _line(t: Trace, seq: int) -> str | None:
     """Event ``seq``'s line as the trace's rendering shows it."""
     return event_line(t.events, seq, t.raw_trajectory)
-
-
-def _role(t: Trace, seq: int) -> str:
-    return next(str(e["role"]) for e in t.events if e.get("seq") == seq)
 
 
 def _base_view(base: SharedBase, traces: Mapping[str, Trace]) -> dict[str, Any]:

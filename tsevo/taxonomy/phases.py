@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .traces import render
+from .agreement import consolidate
+from .traces import Trace, render
 
 __all__ = [
     "AXES",
@@ -38,6 +39,8 @@ __all__ = [
     "deliberate",
     "error_id",
     "event_line",
+    "event_role",
+    "failed_answer",
     "phase_record",
     "reconcile",
     "split_error_id",
@@ -89,6 +92,16 @@ def _order(eid: str) -> tuple[str, int]:
     return split_error_id(eid)
 
 
+def event_role(events: Sequence[Mapping[str, Any]], seq: int) -> str:
+    """The role of event ``seq`` (which must exist)."""
+    return next(str(e.get("role")) for e in events if e.get("seq") == seq)
+
+
+def failed_answer(t: Trace, seq: int) -> bool:
+    """Whether event ``seq`` is the last event of a failed train trace: the wrong answer itself."""
+    return seq == t.events[-1]["seq"] and t.outcome is not None and t.failed
+
+
 def event_line(
     events: Sequence[Mapping[str, Any]], seq: int, rendering: str | None = None
 ) -> str | None:
@@ -122,7 +135,7 @@ def check_proposal(
     why = []
     if not p.quote.strip() or p.quote not in line:
         why.append(f"quote {p.quote!r} is not verbatim in event #{p.event_seq}: {line!r}")
-    role = next(str(e.get("role")) for e in events if e.get("seq") == p.event_seq)
+    role = event_role(events, p.event_seq)
     if p.role != role:
         why.append(f"event #{p.event_seq}'s role is {role!r}, not {p.role!r}")
     return why
@@ -293,10 +306,7 @@ def deliberate(
         cur = nxt
         if not changed:
             break
-    cons: dict[str, frozenset[str]] = {}
-    for e in errors:
-        n = Counter(i for lab in cur for i in lab[e])
-        cons[e] = frozenset(i for i, c in n.items() if c >= quorum)
+    cons = {e: frozenset(v) for e, v in consolidate(cur, errors, quorum=quorum).items()}
     return cur, Deliberation(tuple(record), cons)
 
 
