@@ -7,6 +7,7 @@ and test questions carry a sentinel in their text, for the canary.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +18,8 @@ import pandas as pd
 from tsevo.agent import AnswerRecord, StageStep, ToolRun
 from tsevo.data import Question, Suite
 from tsevo.store import RunStore
+from tsevo.taxonomy.induce import induce
+from tsevo.taxonomy.model import Taxonomy
 from tsevo.taxonomy.traces import Trace, normalize, trace_id
 
 SENTINEL = "ZQXSENTINEL"
@@ -37,6 +40,13 @@ def planted(n: int = 240, seed: int = 0, rate: float = 0.2) -> tuple[list[Trace]
     questions, records, splits, planted_q = planted_parts(n, seed, rate)
     traces = normalize(records, questions, splits, round_=1, library="lib0", seed=seed)
     return traces, {trace_id(questions[q].fingerprint, 1, "train", "lib0") for q in planted_q}
+
+
+@functools.cache
+def planted_draft(n: int = 240, seed: int = 1) -> tuple[list[Trace], Taxonomy]:
+    """The planted traces and the builtin draft induced on them (shared by the gate tests)."""
+    traces, _ = planted(n=n, seed=seed)
+    return traces, induce(traces).taxonomy
 
 
 def planted_run(root: Path, n: int = 160, seed: int = 0) -> Path:

@@ -6,17 +6,15 @@ import json
 
 import pytest
 
-from tests.taxonomy_fixtures import planted
+from tests.taxonomy_fixtures import planted_draft
 from tsevo.taxonomy import Taxonomy, taxonomy_to_dict
 from tsevo.taxonomy.gate import READERS, Panel, gate, sample_round
-from tsevo.taxonomy.induce import induce
 from tsevo.taxonomy.traces import Trace
 
 
 @pytest.fixture(scope="module")
 def setup():
-    traces, _ = planted(n=240, seed=1)
-    return traces, induce(traces).taxonomy
+    return planted_draft()
 
 
 def test_gate_rounds_read_the_gate_pool_only(setup):

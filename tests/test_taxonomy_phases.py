@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.taxonomy_fixtures import planted
+from tests.taxonomy_fixtures import planted_draft
 from tsevo.taxonomy.agreement import agreement
 from tsevo.taxonomy.builtin_phases import EventViews, compatible, revise_scores
 from tsevo.taxonomy.codes import Code
@@ -26,7 +26,6 @@ from tsevo.taxonomy.gate import (
     round_record,
     sample_round,
 )
-from tsevo.taxonomy.induce import induce
 from tsevo.taxonomy.phases import (
     Proposal,
     SharedBase,
@@ -183,8 +182,7 @@ def test_phase_record_names_annotators():
 
 @pytest.fixture(scope="module")
 def planted_gate():
-    traces, _ = planted(n=240, seed=1)
-    return traces, induce(traces).taxonomy
+    return planted_draft()
 
 
 def test_builtin_event_round_records_every_phase(planted_gate):
@@ -265,11 +263,10 @@ def test_perturbing_one_view_changes_only_its_reader(planted_gate):
 
 _SCRIPT = """
 import hashlib, json
-from tests.taxonomy_fixtures import planted
+from tests.taxonomy_fixtures import planted_draft
 from tsevo.taxonomy.gate import GateConfig, gate
-from tsevo.taxonomy.induce import induce
-traces, _ = planted(n=240, seed=1)
-res = gate(induce(traces).taxonomy, traces, GateConfig(max_rounds=2))
+traces, draft = planted_draft()
+res = gate(draft, traces, GateConfig(max_rounds=2))
 print(hashlib.sha256(json.dumps(res.rounds, sort_keys=True).encode()).hexdigest())
 """
 

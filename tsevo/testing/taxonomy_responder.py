@@ -318,6 +318,16 @@ class TaxonomyResponder:
         return {"fixes": fixes}
 
     # -- gate -------------------------------------------------------------------------------------
+    def _fires(self, code: Mapping[str, Any], features: Mapping[str, Any], *key: Any) -> list:
+        """The code's heuristic atoms when they all hold on ``features`` and the noise keeps it.
+
+        The seeded noise is keyed by ``key`` (annotator, item, code); else an empty list.
+        """
+        atoms = [a for h in code["detection_heuristics"] for a in (_atoms(h) or [])]
+        if not atoms or not _holds(atoms, features) or _noisy(self.noise, *key):
+            return []
+        return atoms
+
     def _annotate(self, prompt: str) -> dict[str, Any]:
         name = _name(prompt)
         codes, traces = _blocks(prompt)[:2]
@@ -325,10 +335,8 @@ class TaxonomyResponder:
         for t in traces:
             assigned = []
             for c in codes:
-                atoms = [a for h in c["detection_heuristics"] for a in (_atoms(h) or [])]
-                if not atoms or not _holds(atoms, t["features"]):
-                    continue
-                if _noisy(self.noise, name, t["trace_id"], c["id"]):
+                atoms = self._fires(c, t["features"], name, t["trace_id"], c["id"])
+                if not atoms:
                     continue
                 seq, quote = _line(t, atoms[0][0])
                 assigned.append({"id": c["id"], "event_seq": seq, "quote": quote})
@@ -390,10 +398,7 @@ class TaxonomyResponder:
         error, codes, _base, trace = _blocks(prompt)[:4]
         out = []
         for c in codes:
-            atoms = [a for h in c["detection_heuristics"] for a in (_atoms(h) or [])]
-            if not atoms or not _holds(atoms, trace["features"]):
-                continue
-            if _noisy(self.noise, name, error["error_id"], c["id"]):
+            if not self._fires(c, trace["features"], name, error["error_id"], c["id"]):
                 continue
             out.append({"id": c["id"], "quote": str(error["line"])[:80]})
         return {"codes": out}
