@@ -12,7 +12,7 @@ the group, its support examples, the direct attempts, the synthesizer and the he
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -263,15 +263,32 @@ def choose_move(
     cats = categories(par.score, history.lost_wins(), _unreachable(par.draft, inp.held_qs), right)
     order, lead = family_order(cats, record, harmful=check.outcome == "harmful")
 
-    def first(fam: str) -> Move | None:
-        for m in _family_moves(fam, par, check.outcome, inp, tried, history, genomes):
-            if artifact_key(m.draft) not in seen:
-                return m
-        return None
+    firsts: dict[str, Move | None] = {}
+    cvs: dict[str, float] = {}
 
-    lifted = _support_lead(par, inp, order, first) if check.outcome == "harmful" else None
-    if lifted is not None:
-        return lifted, lead, cats, [lifted.axis, *(f for f in order if f != lifted.axis)]
+    def first(fam: str) -> Move | None:
+        if fam not in firsts:
+            moves = _family_moves(fam, par, check.outcome, inp, tried, history, genomes)
+            firsts[fam] = next((m for m in moves if artifact_key(m.draft) not in seen), None)
+        return firsts[fam]
+
+    def best_of(fams: Sequence[str]) -> tuple[float, Move] | None:
+        """The first move of ``fams`` that recovers gold best on support rows (earlier on ties)."""
+        best: tuple[float, Move] | None = None
+        for f in fams:
+            m = first(f)
+            if m is None:
+                continue
+            if f not in cvs:
+                cvs[f] = support_cv(m.genome, inp.examples, _CACHE) if m.genome is not None else 0.0
+            if best is None or cvs[f] > best[0]:
+                best = (cvs[f], m)
+        return best
+
+    if check.outcome == "harmful" and par.genome is not None:
+        lifted = _support_lead(par, inp, best_of([f for f in order if f in _SPEC_FAMILIES]))
+        if lifted is not None:
+            return lifted, lead, cats, [lifted.axis, *(f for f in order if f != lifted.axis)]
     i = 0
     while i < len(order):
         fam = order[i]
@@ -286,48 +303,28 @@ def choose_move(
         j = i
         while j < len(order) and order[j] in _DIMENSIONS:
             j += 1
-        run = order[i:j]
-        best: tuple[float, int, Move] | None = None
-        for k, f in enumerate(run):
-            m = first(f)
-            if m is None:
-                continue
-            cv = support_cv(m.genome, inp.examples, _CACHE) if m.genome is not None else 0.0
-            if best is None or (cv, -k) > (best[0], -best[1]):
-                best = (cv, k, m)
-        if best is not None:
-            return best[2], lead, cats, order
+        got = best_of(order[i:j])
+        if got is not None:
+            return got[1], lead, cats, order
         i = j
     return None, lead, cats, order
 
 
-def _support_lead(
-    par: Parent, inp: Any, order: Sequence[str], first: Callable[[str], Move | None]
-) -> Move | None:
+def _support_lead(par: Parent, inp: Any, best: tuple[float, Move] | None) -> Move | None:
     """For a harmful parent: a spec edit that recovers gold on support rows clearly better.
 
     The batch categories say which rows a node gets wrong; the support rows (train, never the
     batch) say whether the measurement itself is improvable one edit away. A harmful parent
-    repairs but replaces right answers with wrong ones; when the best first move of a live window,
-    normalization or primitive family cross-validates at least :data:`SUPPORT_LEAD` above the
-    parent's own measurement, the evidence is what is wrong and that edit leads (narrowing the
-    scope or widening the band would trade repairs for harms on a half-right measurement). Ties
-    go to the earlier family of ``order``. Other parents keep the categories' order.
+    repairs but replaces right answers with wrong ones; when ``best``, the best first move of the
+    live window, normalization and primitive families, cross-validates at least
+    :data:`SUPPORT_LEAD` above the parent's own measurement, the evidence is what is wrong and
+    that edit leads (narrowing the scope or widening the band would trade repairs for harms on a
+    half-right measurement). Other parents keep the categories' order.
     """
-    if par.genome is None:
+    if best is None or par.genome is None or best[1].genome is None:
         return None
     base = support_cv(par.genome, inp.examples, _CACHE)
-    best: tuple[float, Move] | None = None
-    for fam in order:
-        if fam not in _SPEC_FAMILIES:
-            continue
-        m = first(fam)
-        if m is None or m.genome is None:
-            continue
-        cv = support_cv(m.genome, inp.examples, _CACHE)
-        if cv >= base + SUPPORT_LEAD - 1e-9 and (best is None or cv > best[0] + 1e-12):
-            best = (cv, m)
-    return best[1] if best is not None else None
+    return best[1] if best[0] >= base + SUPPORT_LEAD - 1e-9 else None
 
 
 def artifact_key(d: Tool) -> str:
