@@ -55,18 +55,22 @@ PHRASINGS: dict[str, tuple[str, ...]] = {
 BOOK = Phrasebook(NAME, TASK, PHRASINGS)
 
 
-def xcorr_diff(cov: FloatArray, target: FloatArray, lags: range) -> FloatArray:
-    """Correlation of ``diff(cov)[t - k]`` with ``diff(target)[t]`` for each ``k`` in ``lags``."""
+def xcorr_diff(
+    cov: FloatArray, target: FloatArray, lags: range, *, biased: bool = False
+) -> FloatArray:
+    """Correlation of ``diff(cov)[t - k]`` with ``diff(target)[t]`` for each ``k`` in ``lags``.
+
+    The mean over each lag's overlap, or with ``biased`` the sum over the overlap divided by the
+    full length (as the ``xcorr`` primitive computes it), which shrinks long lags.
+    """
     dx, dy = np.diff(cov), np.diff(target)
     dx = (dx - dx.mean()) / max(dx.std(), 1e-12)
     dy = (dy - dy.mean()) / max(dy.std(), 1e-12)
     n = dx.size
     out = np.empty(len(lags))
     for j, k in enumerate(lags):
-        if k >= 0:
-            out[j] = (dx[: n - k] * dy[k:]).mean()
-        else:
-            out[j] = (dx[-k:] * dy[: n + k]).mean()
+        prod = dx[: n - k] * dy[k:] if k >= 0 else dx[-k:] * dy[: n + k]
+        out[j] = prod.sum() / n if biased else prod.mean()
     return out
 
 

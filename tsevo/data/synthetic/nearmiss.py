@@ -37,7 +37,7 @@ from ._base import (
     resample,
     subtask_for,
 )
-from .lag import lag_question
+from .lag import lag_question, xcorr_diff
 
 NAME = "nearmiss"
 SUBTASKS = ("lag", "direction")
@@ -68,20 +68,12 @@ def lag_of(cov: FloatArray, target: FloatArray) -> int:
     """The lag by which ``cov`` leads ``target``: the peak of the differences' correlation.
 
     The oracle's measurement (both moves made): first differences, z-scored, biased
-    cross-correlation ``sum_t dcov[t - k] dtarget[t] / n`` for ``|k| <= n / 2``; positive when the
-    covariate leads.
+    cross-correlation (:func:`~tsevo.data.synthetic.lag.xcorr_diff`) for ``|k| <= n / 2``;
+    positive when the covariate leads.
     """
-    dx, dy = np.diff(cov), np.diff(target)
-    dx = (dx - dx.mean()) / max(float(dx.std()), 1e-12)
-    dy = (dy - dy.mean()) / max(float(dy.std()), 1e-12)
-    n = dx.size
-    best, best_r = 0, -np.inf
-    for k in range(-(n // 2), n // 2 + 1):
-        a, b = (dx[: n - k], dy[k:]) if k >= 0 else (dx[-k:], dy[: n + k])
-        r = float((a * b).sum() / n)
-        if r > best_r + 1e-12:
-            best, best_r = k, r
-    return best
+    half = (len(cov) - 1) // 2
+    lags = range(-half, half + 1)
+    return lags[int(np.argmax(xcorr_diff(cov, target, lags, biased=True)))]
 
 
 def _make(k: int) -> Family:
