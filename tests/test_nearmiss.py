@@ -88,6 +88,29 @@ def test_the_separating_measurement_is_k_moves_from_the_planners_reach(preset: s
     assert not any(dict(s.params) == {"diff": True, "max_lag": 0.5} for s in specs)
 
 
+def _roughness(z: np.ndarray) -> float:
+    t = np.arange(len(z))
+    z = z - np.polyval(np.polyfit(t, z, 1), t)
+    return float(np.std(np.diff(z)) / np.std(z))
+
+
+@pytest.mark.parametrize("preset", ["nearmiss", "nearmiss1"])
+def test_the_direction_is_not_readable_from_which_series_is_noisier(preset: str) -> None:
+    """Only timing separates: a median split of the roughness difference, in its better
+    orientation, stays near chance (it read ~85% when only the follower carried noise)."""
+    qs = [q for q in _suite(preset) if q.subtask == "direction"]
+    gap = np.array(
+        [
+            _roughness(np.asarray(q.series[q.covariates[0]]))
+            - _roughness(np.asarray(q.series[q.primary[0]]))
+            for q in qs
+        ]
+    )
+    leads = np.array([q.options[q.gold] == DIRECTION[0] for q in qs])
+    acc = float(np.mean((gap > np.median(gap)) == leads))
+    assert len(qs) >= 150 and max(acc, 1 - acc) < 0.68
+
+
 def _tool(spec: Spec) -> Tool:
     key = "lag_sign"
     m = spec.describe(key)

@@ -13,6 +13,11 @@ direct attempts can reach is set by ``k``:
   recovers only the shorter lags (about half the items), ``max_lag=0.5`` alone reads the trends.
   No direct attempt holds both; a chain step from the one-move attempt can.
 
+Both series carry white noise of their own, each level drawn from one wide range, so the direction
+is not readable from which series is noisier (an earlier version added noise to the follower only,
+and a roughness comparison read the direction right for ~85% of items). The height of the peak
+within the default quarter still falls as the lag grows; that partial cue is the near miss itself.
+
 Nothing here is read by a role: the family is ordinary questions (series, text, options, gold). Two
 subtasks: ``lag`` (numeric options, by how many steps the covariate leads) and ``direction`` (does
 the covariate lead or lag). The oracle measures with both moves made.
@@ -49,6 +54,9 @@ N = 240
 QUARTER = N // 4
 #: The lag range per ``k`` (inclusive): within the default search, or out to ~40% of the series.
 LAGS: dict[int, tuple[int, int]] = {1: (25, QUARTER - 2), 2: (25, 95)}
+#: The range of each series' own white-noise level (the driver has unit variance).
+NOISE: tuple[float, float] = (0.1, 0.6)
+NOISE_HARD: tuple[float, float] = (0.3, 0.8)
 
 PHRASINGS: dict[str, tuple[str, ...]] = {
     "lag": (
@@ -101,8 +109,11 @@ def _make(k: int) -> Family:
             phi = rng.uniform(0.55, 0.75) if hard else rng.uniform(0.35, 0.6)
             driver = ar_noise(rng, N + L, phi)
             gain = rng.uniform(0.8, 1.5)
-            follower = gain * driver[:N] + (0.45 if hard else 0.3) * rng.standard_normal(N)
-            lead = driver[L:]
+            # both series carry their own noise from one wide range: which is noisier says nothing
+            # about which leads, and the peak's height nothing about how far it sits
+            noise = rng.uniform(*(NOISE_HARD if hard else NOISE), size=2)
+            follower = gain * driver[:N] + noise[0] * rng.standard_normal(N)
+            lead = driver[L:] + noise[1] * rng.standard_normal(N)
             x, y = (
                 (follower, lead)
                 if sub == "direction" and label == DIRECTION[1]
@@ -116,7 +127,9 @@ def _make(k: int) -> Family:
             want = L if sub == "lag" or label == DIRECTION[0] else -L
             if lag_of(x, y) != want:
                 return None
-            return x, y, values, {"n": N, "lag": L, "phi": phi, "gain": gain, "slopes": slopes}
+            noises = [float(v) for v in noise]
+            latent = {"n": N, "lag": L, "phi": phi, "gain": gain, "noise": noises, "slopes": slopes}
+            return x, y, values, latent
 
         (x, y, values, latent), tries = resample(attempt, f"{name}/{sub}")
         return lag_question(
