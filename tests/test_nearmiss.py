@@ -10,6 +10,7 @@ the batch) say the measurement itself is improvable.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,7 +19,15 @@ from tsevo.data import QuestionView
 from tsevo.data.synthetic import FAMILIES, make_suite, oracle_answer, solver_report
 from tsevo.data.synthetic.nearmiss import DIRECTION, LAGS, QUARTER, near_miss_family
 from tsevo.library.primitives import CATALOG
-from tsevo.library.tool import Contract, Guidance, Provenance, ReadingRule, Scope, Tool
+from tsevo.library.tool import (
+    Contract,
+    Guidance,
+    Matcher,
+    Provenance,
+    ReadingRule,
+    Scope,
+    Tool,
+)
 from tsevo.marachain import Bar, BatchSpec, NodeScore, ScoreHistory
 from tsevo.marachain.moves import categories, family_order
 from tsevo.marachain.step import Parent, artifact_key, choose_move
@@ -136,7 +145,7 @@ class _NoIdea:
         return None
 
 
-def _step(spec: Spec):  # type: ignore[no-untyped-def]
+def _step(spec: Spec, matcher: Matcher | None = None, batch_qs=()):  # type: ignore[no-untyped-def]
     from types import SimpleNamespace
 
     from tsevo.marachain.genome import genome_of
@@ -144,6 +153,8 @@ def _step(spec: Spec):  # type: ignore[no-untyped-def]
     train = [q for q in _suite("nearmiss").train if q.subtask == "direction"]
     ex = [Example(QuestionView.of(q, q.id), q.gold, None) for q in train]
     t = _tool(spec)
+    if matcher is not None:
+        t = replace(t, scope=replace(t.scope, matcher=matcher))
     g = genome_of(t, [], [])
     assert g is not None
     batch = BatchSpec.build(
@@ -161,7 +172,7 @@ def _step(spec: Spec):  # type: ignore[no-untyped-def]
         examples=ex, tries=[], synthesizer=_NoIdea(), group=SimpleNamespace(cards=()), held_qs=[]
     )
     history = ScoreHistory.start(batch).extend(t.id, score)
-    return choose_move(par, Bar(), inp, [], {artifact_key(t)}, history, [], {}), score
+    return choose_move(par, Bar(), inp, [], {artifact_key(t)}, history, [], {}, batch_qs), score
 
 
 def test_a_step_makes_the_missing_move_when_support_rows_say_the_measurement_is_half_right() -> (
@@ -185,3 +196,15 @@ def test_no_lead_when_the_measurement_is_already_the_best_one_edit_can_reach() -
     )
     assert move is not None and move.axis in ("scope", "reading_rule")
     assert order[:2] == ["scope", "reading_rule"]
+
+
+def test_a_scope_edit_that_reaches_the_same_batch_questions_is_not_a_move() -> None:
+    """Every direction question names the output: a matcher on that word matches them all at
+    any threshold, so raising, halving or dropping it cannot change a batch score."""
+    best = Spec("xcorr", "covariate", (("diff", True), ("max_lag", 0.5)))
+    m = Matcher(terms={"output": 1.0}, threshold=0.5)
+    (plain, *_), _ = _step(best, m)
+    assert plain is not None and plain.axis == "scope"
+    batch = [q for q in _suite("nearmiss").train if q.subtask == "direction"][:8]
+    (move, _lead, _cats, order), _ = _step(best, m, batch)
+    assert order[0] == "scope" and move is not None and move.axis != "scope"

@@ -157,7 +157,9 @@ class BuiltinProposer:
 
     def propose(self, st: StepState) -> Proposal:
         """The first unseen move of the families the score history asks for."""
+        batch_qs = [self.inp.train[q] for q in st.batch.qids if q in self.inp.train]
         move, lead, cats, order = choose_move(
-            st.par, st.bar, self.inp, st.tried, st.seen, st.history, st.record, st.genomes
-        )
+            st.par, st.bar, self.inp, st.tried, st.seen, st.history, st.record, st.genomes,
+            batch_qs,
+        )  # fmt: skip
         return Proposal(move, lead, cats, order)

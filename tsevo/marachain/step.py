@@ -128,6 +128,18 @@ def outputs_of(draft: Tool, recs: Mapping[str, AnswerRecord]) -> dict[str, dict[
     return out
 
 
+def _same_reach(draft: Tool, scope: Any, batch_qs: Sequence[Question]) -> bool:
+    """Whether ``draft`` under ``scope`` would match exactly the batch questions it matches now.
+
+    Such a scope edit can only score what its parent scored (the tool runs on the same batch
+    questions, with the same matcher scores), so it is skipped like a repeated artifact: no step,
+    no rollout. Drafts that ask for calibration keep every edit (their fit is not judged here).
+    """
+    if not batch_qs or draft.contract.calibration is not None:
+        return False
+    return all(scope_matches(scope, q) == scope_matches(draft.scope, q) for q in batch_qs)
+
+
 def _family_moves(
     family: str,
     par: Parent,
@@ -136,8 +148,12 @@ def _family_moves(
     tried: list[str],
     history: ScoreHistory,
     genomes: Mapping[str, Genome | None],
+    batch_qs: Sequence[Question] = (),
 ) -> Iterator[Move]:
-    """The moves of one family from ``par``, best first (generated lazily)."""
+    """The moves of one family from ``par``, best first (generated lazily).
+
+    ``batch_qs``, the chain's batch questions, drop scope edits that reach the same ones.
+    """
     g = par.genome
     harmful = check_outcome == "harmful"
     if family == "revert":
@@ -171,6 +187,8 @@ def _family_moves(
         support = [e for e in inp.examples if e.gold is not None]
         for wider in (not harmful, harmful):
             for sc, what in scope_variants(par.draft.scope, support, wider):
+                if _same_reach(par.draft, sc, batch_qs):
+                    continue
                 ng: Genome | None = (
                     replace(g, scope=replace(sc, kinds=())) if g is not None else None
                 )
@@ -246,11 +264,13 @@ def choose_move(
     history: ScoreHistory,
     record: list[tuple[str, int]],
     genomes: Mapping[str, Genome | None],
+    batch_qs: Sequence[Question] = (),
 ) -> tuple[Move | None, str, dict[str, int], list[str]]:
     """The step's move: the first unseen move of the families the score history asks for.
 
-    Returns the move (``None``: every live family is exhausted), the leading category, the
-    category counts and the family order.
+    A scope edit that matches exactly the batch questions (``batch_qs``) the parent matches is
+    not a move (:func:`_same_reach`). Returns the move (``None``: every live family is
+    exhausted), the leading category, the category counts and the family order.
     """
     check = bar.check(par.score)
     right = (
@@ -268,7 +288,7 @@ def choose_move(
 
     def first(fam: str) -> Move | None:
         if fam not in firsts:
-            moves = _family_moves(fam, par, check.outcome, inp, tried, history, genomes)
+            moves = _family_moves(fam, par, check.outcome, inp, tried, history, genomes, batch_qs)
             firsts[fam] = next((m for m in moves if artifact_key(m.draft) not in seen), None)
         return firsts[fam]
 
