@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -69,9 +69,22 @@ def permuted(examples: Sequence[Example], rng: np.random.Generator) -> list[Exam
     return out
 
 
-def _seed_of(examples: Sequence[Example]) -> int:
+def null_bests(
+    rank: Callable[[Sequence[Example]], tuple[str, str, list[Any]]],
+    examples: Sequence[Example],
+    perms: int,
+) -> list[float | None]:
+    """The best cv accuracy of ``rank`` on ``perms`` permutations of the examples' gold.
+
+    The permutations are seeded by the examples' question ids (``None``: nothing ranked).
+    """
     key = "|".join(sorted(e.question.id for e in examples))
-    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
+    rng = np.random.default_rng(int(hashlib.sha256(key.encode()).hexdigest()[:8], 16))
+    out: list[float | None] = []
+    for _ in range(perms):
+        _, _, ranked = rank(permuted(examples, rng))
+        out.append(ranked[0].cv_acc if ranked else None)
+    return out
 
 
 class NullPlanner(MeasurementPlanner):
@@ -90,12 +103,12 @@ class NullPlanner(MeasurementPlanner):
         okind, arity, ranked = super().rank(examples, exclude, groups, few, words)
         if not ranked:
             return okind, arity, ranked
-        rng = np.random.default_rng(_seed_of(examples))
-        nulls = []
-        for _ in range(self.perms):
-            _, _, rn = super().rank(permuted(examples, rng), exclude, groups, few, words)
-            nulls.append(rn[0].cv_acc if rn else 0.0)
-        if ranked[0].cv_acc <= max(nulls) + 1e-9:
+        nulls = null_bests(
+            lambda ex: super(NullPlanner, self).rank(ex, exclude, groups, few, words),
+            examples,
+            self.perms,
+        )
+        if ranked[0].cv_acc <= max(n or 0.0 for n in nulls) + 1e-9:
             return okind, arity, []
         return okind, arity, ranked
 
@@ -115,11 +128,7 @@ def option_set_rows(preset: str, seed: int, perms: int) -> list[dict[str, Any]]:
         ex = [Example(QuestionView.of(q, q.id), q.gold, None) for q in qs]
         t = time.perf_counter()
         _, _, ranked = planner.rank(ex)
-        rng = np.random.default_rng(_seed_of(ex))
-        nulls = []
-        for _ in range(perms):
-            _, _, rn = planner.rank(permuted(ex, rng))
-            nulls.append(round(rn[0].cv_acc, 4) if rn else None)
+        nulls = [None if n is None else round(n, 4) for n in null_bests(planner.rank, ex, perms)]
         rows.append(
             {
                 "seed": seed,

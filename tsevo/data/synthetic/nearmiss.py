@@ -110,7 +110,7 @@ def _make(k: int) -> Family:
             driver = ar_noise(rng, N + L, phi)
             gain = rng.uniform(0.8, 1.5)
             # both series carry their own noise from one wide range: which is noisier says nothing
-            # about which leads, and the peak's height nothing about how far it sits
+            # about which leads
             noise = rng.uniform(*(NOISE_HARD if hard else NOISE), size=2)
             follower = gain * driver[:N] + noise[0] * rng.standard_normal(N)
             lead = driver[L:] + noise[1] * rng.standard_normal(N)
@@ -127,8 +127,7 @@ def _make(k: int) -> Family:
             want = L if sub == "lag" or label == DIRECTION[0] else -L
             if lag_of(x, y) != want:
                 return None
-            noises = [float(v) for v in noise]
-            latent = {"n": N, "lag": L, "phi": phi, "gain": gain, "noise": noises, "slopes": slopes}
+            latent = dict(n=N, lag=L, phi=phi, gain=gain, noise=noise.tolist(), slopes=slopes)
             return x, y, values, latent
 
         (x, y, values, latent), tries = resample(attempt, f"{name}/{sub}")
