@@ -9,9 +9,18 @@ direct attempts can reach is set by ``k``:
 
 * ``k = 1``: ``L`` stays within a quarter of the series, so ``diff=True`` alone (one move from the
   default ``max_lag=0.25``) separates; direct attempts can find it (the control);
-* ``k = 2``: ``L`` ranges out to ~40% of the series, so both moves are needed: ``diff=True`` alone
-  recovers only the shorter lags (about half the items), ``max_lag=0.5`` alone reads the trends.
-  No direct attempt holds both; a chain step from the one-move attempt can.
+* ``k = 2``: ``L`` ranges from a sixth to ~49% of the series, about three leads in four beyond the
+  default quarter, so both moves are needed: ``diff=True`` alone recovers only the leads within the
+  quarter (on development seeds ~45% of ``lag`` items and ~58% of directions, against a third and
+  a half by chance), ``max_lag=0.5`` alone reads the trends. No direct attempt holds both; a chain
+  step from the one-move attempt can.
+
+The ``lag`` options are a ladder of three values spaced by one ratio inside the lag range, the
+right one drawn uniformly, so no value is typical of the answer: answering the option nearest one
+fixed number is right a third of the time. (Version 2 drew three to five distractors from 5 to 160
+around a lag between 25 and 95: the option nearest 60 was right ~70% of the time, so any measurement
+with a fitted reading cleared the bar on ``lag`` items, and its one-move attempt already read ~75% of
+directions; chains seldom started.)
 
 Both series carry white noise of their own, each level drawn from one wide range, so the direction
 is not readable from which series is noisier (an earlier version added noise to the follower only,
@@ -36,7 +45,6 @@ from ._base import (
     ar_noise,
     check_difficulty,
     nearest_option_log,
-    numeric_distractors,
     option_index,
     pick,
     resample,
@@ -52,8 +60,11 @@ DIRECTION = ("it leads the output", "it lags behind the output")
 #: Series length; a quarter of it (the default search) and its bound for ``k = 1``.
 N = 240
 QUARTER = N // 4
-#: The lag range per ``k`` (inclusive): within the default search, or out to ~40% of the series.
-LAGS: dict[int, tuple[int, int]] = {1: (25, QUARTER - 2), 2: (25, 95)}
+#: The lag range per ``k`` (inclusive): within the default search, or mostly beyond it.
+LAGS: dict[int, tuple[int, int]] = {1: (25, QUARTER - 2), 2: (40, 118)}
+#: The ``lag`` options' ladder: this many values, each this ratio above the last (hard, easy).
+LADDER = 3
+LADDER_RATIO: tuple[float, float] = (1.25, 1.3)
 #: The range of each series' own white-noise level (the driver has unit variance).
 NOISE: tuple[float, float] = (0.1, 0.6)
 NOISE_HARD: tuple[float, float] = (0.3, 0.8)
@@ -84,6 +95,15 @@ def lag_of(cov: FloatArray, target: FloatArray) -> int:
     return lags[int(np.argmax(xcorr_diff(cov, target, lags, biased=True)))]
 
 
+def option_ladder(rng: np.random.Generator, lo: int, hi: int, ratio: float) -> list[float]:
+    """:data:`LADDER` whole numbers in ``[lo, hi]``, each ``ratio`` times the last (rounded)."""
+    top = hi / ratio ** (LADDER - 1)
+    if top < lo:
+        raise ValueError(f"a ladder of {LADDER} at ratio {ratio} does not fit in [{lo}, {hi}]")
+    start = float(np.exp(rng.uniform(np.log(lo), np.log(top))))
+    return [float(min(hi, max(lo, round(start * ratio**i)))) for i in range(LADDER)]
+
+
 def _make(k: int) -> Family:
     if k not in LAGS:
         raise ValueError(f"near_miss k must be one of {sorted(LAGS)}, got {k!r}")
@@ -102,10 +122,9 @@ def _make(k: int) -> Family:
             L = int(rng.integers(lo, hi + 1))
             values: list[float] = []
             if sub == "lag":
-                distract = numeric_distractors(rng, float(L), 3, 5, 160, 1.25 if hard else 1.4)
-                if distract is None:
-                    return None
-                values = [float(L), *distract]
+                ladder = option_ladder(rng, lo, hi, LADDER_RATIO[0 if hard else 1])
+                L = int(ladder.pop(int(rng.integers(LADDER))))
+                values = [float(L), *ladder]
             phi = rng.uniform(0.55, 0.75) if hard else rng.uniform(0.35, 0.6)
             driver = ar_noise(rng, N + L, phi)
             gain = rng.uniform(0.8, 1.5)
