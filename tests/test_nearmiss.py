@@ -144,8 +144,7 @@ def test_the_direction_is_not_readable_from_which_series_is_noisier(preset: str)
     assert len(qs) >= 150 and max(acc, 1 - acc) < 0.68
 
 
-def _tool(spec: Spec) -> Tool:
-    key = "lag_sign"
+def _tool(spec: Spec, key: str = "lag_sign") -> Tool:
     m = spec.describe(key)
     rule = ReadingRule("label", key=key, bins=(0.0,), labels=(DIRECTION[0], DIRECTION[1]))
     return Tool(
@@ -169,14 +168,14 @@ class _NoIdea:
         return None
 
 
-def _step(spec: Spec, matcher: Matcher | None = None, batch_qs=()):  # type: ignore[no-untyped-def]
+def _step(spec: Spec, matcher: Matcher | None = None, batch_qs=(), key: str = "lag_sign"):  # type: ignore[no-untyped-def]
     from types import SimpleNamespace
 
     from tsevo.marachain.genome import genome_of
 
     train = [q for q in _suite("nearmiss").train if q.subtask == "direction"]
     ex = [Example(QuestionView.of(q, q.id), q.gold, None) for q in train]
-    t = _tool(spec)
+    t = _tool(spec, key)
     if matcher is not None:
         t = replace(t, scope=replace(t.scope, matcher=matcher))
     g = genome_of(t, [], [])
@@ -212,6 +211,19 @@ def test_a_step_makes_the_missing_move_when_support_rows_say_one_edit_separates(
     # recorded as the categories say: the one-move measurement reads the support rows at chance,
     # so a kept wrong answer is a wrong measurement (B), not a weak mechanism (I)
     assert lead == "B" and cats["B"] == 5 and cats["I"] == 0
+
+
+def test_a_window_edit_also_rereads_which_output_carries_the_answer() -> None:
+    """From the differenced peak's height (the near miss's partial cue), widening the search makes
+    the peak's location the evidence: the window move reads a lag output out to half the series."""
+    (move, _lead, _cats, order), _ = _step(
+        Spec("xcorr", "covariate", (("diff", True),)), key="peak_corr"
+    )
+    assert move is not None and move.axis == "window" and order[0] == "window"
+    b = move.genome.branches[0]
+    assert dict(b.spec.params) == {"diff": True, "max_lag": 0.5}
+    assert b.keys[0] in ("lag_sign", "best_lag", "abs_best_lag")
+    assert move.draft.outputs == b.keys
 
 
 def test_no_lead_when_the_measurement_is_already_the_best_one_edit_can_reach() -> None:

@@ -204,6 +204,9 @@ def spec_moves(
 ) -> Iterable[tuple[Genome, str, float]]:
     """Genomes one ``family`` edit away (window, normalization, primitive), best support fit first.
 
+    An edit may also change which of the edited spec's outputs the branch reads (the one its
+    support rows recover best; a parameter edit keeps the branch's own output on ties).
+
     Branches are tried in ``order`` (the ones the batch blames first); within a branch, by
     cross-validated accuracy on that branch's support rows, then by name. A value whose rule
     recovers no support row out of fold is never proposed.
@@ -219,13 +222,18 @@ def spec_moves(
             specs = param_variants(b.spec, family)
         cands: list[Candidate] = []
         for s in specs:
-            key = b.keys[0] if family != "primitive" else None
-            for c in fit_on_support(s, key, b.rule.kind, support, cache):
+            # an edit may change which of the spec's outputs reads the group (a search widened
+            # out to the lead makes the peak's location, not its height, the evidence)
+            for c in fit_on_support(s, None, b.rule.kind, support, cache):
                 if family == "primitive" and s == b.spec and c.key == b.keys[0]:
                     continue
                 if c.cv > 0:  # a value no support row supports is no value
                     cands.append(c)
-        cands.sort(key=lambda c: (-c.cv, -c.train, c.spec.describe(c.key)))
+        # a parameter edit keeps the branch's own output among equally supported ones
+        own = family != "primitive"
+        cands.sort(
+            key=lambda c: (-c.cv, -c.train, own and c.key != b.keys[0], c.spec.describe(c.key))
+        )
         for c in cands:
             nb = replace(b, spec=c.spec, keys=(c.key,), rule=c.rule)
             branches = (*g.branches[:i], nb, *g.branches[i + 1 :])
