@@ -53,7 +53,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SEEDS: tuple[int, ...] = (10111, 10223, 10337, 10453, 10567)
 #: Held-out seeds per preset (the near-miss seeds were fixed with the family, before any run).
 SEEDS_BY_PRESET: dict[str, tuple[int, ...]] = {
-    "mixed": SEEDS,
+    # fresh seeds for the chain whose edits re-read the output (1752020); SEEDS measured the one before
+    "mixed": (14503, 14519, 14533, 14549, 14563),
     "nearmiss": (14011, 14107, 14221, 14327, 14437),
 }
 #: The near-miss seeds of the family's first version (follower-only noise, which leaked the
