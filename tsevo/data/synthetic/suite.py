@@ -108,7 +108,7 @@ def make_suite(
     ``size="mixed"`` is a different preset (:mod:`tsevo.data.synthetic.mixed`): about 70
     question kinds in five categories, one task label, opaque ids and 3-6 training questions per
     kind, the regime of public TS-QA benchmarks. ``size="nearmiss"`` (``"nearmiss1"``) is the
-    near-miss family alone (:mod:`tsevo.data.synthetic.nearmiss`), 160 questions, whose separating
+    near-miss family alone (:mod:`tsevo.data.synthetic.nearmiss`), 400 questions, whose separating
     measurement is two (one) template moves from the builtin planner's reach.
 
     Args:
