@@ -17,6 +17,7 @@ import pytest
 
 from tsevo.data import QuestionView
 from tsevo.data.synthetic import FAMILIES, make_suite, oracle_answer, solver_report
+from tsevo.data.synthetic._base import nearest_option_log, option_number
 from tsevo.data.synthetic.nearmiss import DIRECTION, LAGS, QUARTER, near_miss_family
 from tsevo.library.primitives import CATALOG
 from tsevo.library.tool import (
@@ -103,10 +104,6 @@ def _roughness(z: np.ndarray) -> float:
     return float(np.std(np.diff(z)) / np.std(z))
 
 
-def _steps(option: str) -> float:
-    return float(option.split()[0])
-
-
 @pytest.mark.parametrize("preset", ["nearmiss", "nearmiss1"])
 def test_no_fixed_number_answers_the_lag_items(preset: str) -> None:
     """The options are a ladder inside the lag range with the right rung drawn uniformly: the option
@@ -115,13 +112,8 @@ def test_no_fixed_number_answers_the_lag_items(preset: str) -> None:
     qs = [q for q in _suite(preset) if q.subtask == "lag"]
     lo, hi = LAGS[2 if preset == "nearmiss" else 1]
     assert len(qs) >= 150 and all(len(q.options) == 3 for q in qs)
-    assert all(lo <= _steps(o) <= hi for q in qs for o in q.options)
-    best = max(
-        np.mean(
-            [int(np.argmin([abs(np.log(_steps(o) / c)) for o in q.options])) == q.gold for q in qs]
-        )
-        for c in range(lo, hi + 1)
-    )
+    assert all(lo <= (option_number(o) or 0) <= hi for q in qs for o in q.options)
+    best = max(np.mean([nearest_option_log(q, c) == q.gold for q in qs]) for c in range(lo, hi + 1))
     assert best < 0.45
     if preset == "nearmiss":  # most leads lie beyond the default quarter-series search
         assert np.mean([q.metadata["latent"]["lag"] > QUARTER for q in qs]) > 0.65

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import statistics
 import sys
@@ -30,6 +29,7 @@ import numpy as np
 from tests.bench import REPO, git_commit
 from tsevo.data.question import Question
 from tsevo.data.synthetic import make_suite
+from tsevo.data.synthetic._base import nearest_option_log, option_number
 from tsevo.fileio import atomic_write_text
 
 #: Development seeds (the suites' own; nothing here evaluates a learner).
@@ -38,25 +38,22 @@ _NUM = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)(?:\s+[A-Za-z%]+)?\s*$")
 
 
 def option_values(q: Question) -> list[float] | None:
-    """The options as positive numbers, or ``None`` when any option is not one."""
-    out = []
-    for o in q.options:
-        m = _NUM.match(o)
-        if m is None or float(m.group(1)) <= 0:
-            return None
-        out.append(float(m.group(1)))
-    return out
+    """The options as positive numbers, or ``None`` when any option is more than a number and unit."""
+    if not all(_NUM.match(o) for o in q.options):
+        return None
+    vals = [v for v in map(option_number, q.options) if v is not None and v > 0]
+    return vals if len(vals) == len(q.options) else None
 
 
-def _best(vals: Sequence[np.ndarray], gold: np.ndarray) -> float:
-    """The log-number whose nearest option is right most often on these questions."""
-    best = (-1.0, 0.0)
-    for c in np.unique(np.concatenate(vals)):
-        hits = float(
-            np.mean([int(np.argmin(np.abs(v - c))) == g for v, g in zip(vals, gold, strict=True)])
-        )
-        best = max(best, (hits, -float(c)))
-    return -best[1]
+def _hits(qs: Sequence[Question], c: float) -> int:
+    """How often the option nearest ``c`` (in log, the generators' own reading) is right."""
+    return sum(nearest_option_log(q, c) == q.gold for q in qs)
+
+
+def _best(qs: Sequence[Question]) -> float:
+    """The options' value whose nearest option is right most often on ``qs`` (the smallest on ties)."""
+    grid = sorted({v for q in qs for v in option_values(q) or ()})
+    return max(grid, key=lambda c: (_hits(qs, c), -c))
 
 
 def constant_reader(qs: Sequence[Question]) -> tuple[float, float]:
@@ -65,16 +62,9 @@ def constant_reader(qs: Sequence[Question]) -> tuple[float, float]:
     The number is chosen on every other question and scored on the rest, both ways, so choosing
     it adds no optimism (on ten questions the in-sample best would).
     """
-    vals = [np.log(option_values(q) or []) for q in qs]
-    gold = np.array([q.gold for q in qs])
-    hits = 0
-    for part in (0, 1):
-        fit = [i for i in range(len(qs)) if i % 2 == part]
-        c = _best([vals[i] for i in fit], gold[fit])
-        hits += sum(
-            int(np.argmin(np.abs(vals[i] - c))) == gold[i] for i in range(len(qs)) if i % 2 != part
-        )
-    return hits / len(qs), float(math.exp(_best(vals, gold)))
+    halves = (qs[0::2], qs[1::2])
+    hits = sum(_hits(test, _best(fit)) for fit, test in (halves, halves[::-1]))
+    return hits / len(qs), _best(qs)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -222,10 +222,10 @@ def spec_moves(
             specs = param_variants(b.spec, family)
         cands: list[Candidate] = []
         for s in specs:
-            # an edit may change which of the spec's outputs reads the group (a search widened
-            # out to the lead makes the peak's location, not its height, the evidence)
+            # every output of the edited spec (widening a search can make the peak's location,
+            # not its height, the evidence); the branch's own reading is no edit
             for c in fit_on_support(s, None, b.rule.kind, support, cache):
-                if family == "primitive" and s == b.spec and c.key == b.keys[0]:
+                if s == b.spec and c.key == b.keys[0]:
                     continue
                 if c.cv > 0:  # a value no support row supports is no value
                     cands.append(c)
