@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tsevo.evolve.support import request_support
+
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
@@ -148,6 +150,10 @@ class RecordingPlanner:
             }
         )
         return self.inner.plan(dossier, feedback)
+
+    def support_request(self, members: Sequence[Any]) -> Any:
+        """Delegate, so the recorded run splits its buckets as the plain planner does."""
+        return request_support(self.inner, members)
 
 
 class RecordingSynthesizer:

@@ -67,8 +67,10 @@ def test_every_knob_is_documented_and_gaps_are_listed() -> None:
     cfg = ProtocolConfig()
     rows = cfg.describe()
     assert [r["name"] for r in rows] == list(ProtocolConfig.field_names())
-    # the answering baselines', Mara chains' and taxonomy configs are saved only when not the default
-    assert [*cfg.to_dict(), "answer", "marachain", "taxonomy"] == list(ProtocolConfig.field_names())
+    # the nested configs (answer, marachain, taxonomy, support) are saved only when not default
+    assert [*cfg.to_dict(), "answer", "marachain", "taxonomy", "support"] == list(
+        ProtocolConfig.field_names()
+    )
     for r in rows:
         assert len(r["doc"]) > 20, r["name"]
         assert ProtocolConfig.doc(r["name"]) == r["doc"]

@@ -23,6 +23,7 @@ from tsevo.evolve.evaluate import Evaluator
 from tsevo.evolve.evaluate import TestSplitLeak as SplitLeak
 from tsevo.evolve.gate import ArmOutcome, GateDecision, decide_gate, paired_counts
 from tsevo.evolve.round import run_round
+from tsevo.evolve.support import granted_support
 from tsevo.library.library import Library, Stage
 from tsevo.library.tool import Tool
 from tsevo.roles import RoleSet
@@ -273,7 +274,11 @@ def test_bucket_splits_dossiers_and_synthesis_limits(main: rf.Run):
         assert sorted(s["bucket_id"] for s in splits) == sorted(buckets)
         for s in splits:
             sup, held = s["support"], s["held_out"]
-            assert 1 <= len(sup) <= cfg.planner_support <= 12
+            n = len(buckets[s["bucket_id"]]["members"])
+            protocol = granted_support(n, cfg.planner_support, cfg.support, None)
+            asked = granted_support(n, cfg.planner_support, cfg.support, (1.0, n))
+            assert len(sup) >= 1 and len(sup) in {protocol, asked}  # the planner's ask, granted
+            assert protocol <= cfg.planner_support <= 12
             assert len(held) <= cfg.prefilter_errors <= 32
             assert not set(sup) & set(held)
             assert set(sup) | set(held) <= set(buckets[s["bucket_id"]]["members"])

@@ -45,11 +45,17 @@ def _finished(out: Path) -> bool:
 
 
 def one_seed(
-    preset: str, seed: int, out: Path, roles: RoleSet | None = None, reuse: bool = False
+    preset: str,
+    seed: int,
+    out: Path,
+    roles: RoleSet | None = None,
+    reuse: bool = False,
+    params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One round on ``make_suite(preset, seed)``; the numbers of its report-only test.
 
     ``reuse``: a run folder this bench finished before is summarized as it is (not rerun).
+    ``params``: protocol knobs on top of the defaults (``ProtocolConfig.from_params`` keys).
     """
     t0 = time.perf_counter()
     if not (reuse and _finished(out)):
@@ -58,7 +64,7 @@ def one_seed(
         evolve(
             suite,
             roles=roles if roles is not None else RoleSet.builtin(),
-            config=ProtocolConfig(rounds=1, seed=seed),
+            config=ProtocolConfig.from_params({**(params or {}), "rounds": 1, "seed": seed}),
             out=out,
             suite_ref=f"synthetic:{preset}:seed={seed}",
             log=lambda s: None,
@@ -118,6 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the builtin planner's composite (per question kind) planning: as shipped, on or off",
     )
     ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help="a protocol knob on top of the defaults, e.g. support.planner_requests=true",
+    )
+    ap.add_argument(
         "--reuse",
         action="store_true",
         help="summarize seeds whose run folder (beside --out) already holds a finished run",
@@ -125,9 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     runs = out.with_suffix("")
+    params = dict(kv.split("=", 1) for kv in args.set)
     rows = []
     for s in (int(x) for x in args.seeds.split(",")):
-        r = one_seed(args.preset, s, runs / str(s), _roles(args.kinds), reuse=args.reuse)
+        r = one_seed(
+            args.preset, s, runs / str(s), _roles(args.kinds), reuse=args.reuse, params=params
+        )
         rows.append(r)
         print(
             f"seed {s}: {r['status']} ({r['gate_path']}), test {100 * r['base']:.1f} -> "
@@ -142,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         "preset": args.preset,
         "label": args.label,
         "kinds": args.kinds,
+        "params": params,
         "reused": bool(args.reuse),
         "commit": commit,
         "seeds": [r["seed"] for r in rows],

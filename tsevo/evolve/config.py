@@ -29,11 +29,24 @@ from tsevo.taxonomy.config import TAXONOMY_DOC, TaxonomyConfig, check_judge, tax
 
 from .ablation import AblationConfig, ablation_name, paper_ablation
 from .baseline import AnswerConfig, answer_params
+from .support import SupportConfig, support_params
 
-__all__ = ["AblationConfig", "AnswerConfig", "MaraConfig", "ProtocolConfig", "exact"]
+__all__ = [
+    "AblationConfig",
+    "AnswerConfig",
+    "MaraConfig",
+    "ProtocolConfig",
+    "SupportConfig",
+    "exact",
+]
 
 _knob = knob
-_NESTED = (("answer", AnswerConfig), ("marachain", MaraConfig), ("taxonomy", TaxonomyConfig))
+_NESTED = (
+    ("answer", AnswerConfig),
+    ("marachain", MaraConfig),
+    ("taxonomy", TaxonomyConfig),
+    ("support", SupportConfig),
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -286,6 +299,12 @@ class ProtocolConfig:
         "depth 0 (the default) is the published K-attempt loop. Saved only when not the default.",
     )
     taxonomy: TaxonomyConfig = _knob(TaxonomyConfig(), TAXONOMY_DOC)  # noqa: RUF009 - frozen
+    support: SupportConfig = _knob(  # noqa: RUF009 - a frozen (immutable) default
+        SupportConfig(),
+        "Support a local planner may ask for (tsevo.evolve.support, support.<knob>): a planner's "
+        "support_request for a bucket is granted up to max_share of its members and max_rows "
+        "rows (planner_requests = False: the paper's split). Saved only when not the default.",
+    )
 
     def __post_init__(self) -> None:
         for name, kind in (("ablation", AblationConfig), *_NESTED):  # dicts from config.json
@@ -370,6 +389,7 @@ class ProtocolConfig:
         lowered, answer = answer_params(lowered, start)
         lowered, mara = mara_params(lowered, start)
         lowered, tax = taxonomy_params(lowered, start)
+        lowered, sup = support_params(lowered, start)
         _check_known(lowered.keys(), "from_params")
         coerced = {k: coerce("ProtocolConfig", k, v, kinds[k]) for k, v in lowered.items()}
         ablation = dict(start.get("ablation", {}))
@@ -386,7 +406,9 @@ class ProtocolConfig:
         ablation.update(AblationConfig.from_params(switches).to_dict() if switches else {})
         start.update(coerced)
         start["ablation"] = AblationConfig.from_params(ablation)
-        start.update({n: v for (n, _), v in zip(_NESTED, (answer, mara, tax), strict=True) if v})
+        start.update(
+            {n: v for (n, _), v in zip(_NESTED, (answer, mara, tax, sup), strict=True) if v}
+        )
         return cls(**start)
 
     def ablated(self, name: str) -> ProtocolConfig:

@@ -3,7 +3,8 @@
 *Bucket split* (a decided gap): each bucket's members are ordered by a seeded hash and split into
 support rows (at most ``planner_support``, shown to the planner and synthesizer, usable for
 calibration) and held-out rows (at most ``prefilter_errors``, used only by the prefilter). The two
-never overlap; with few members the support gets half (rounded up).
+never overlap; with few members the support gets half (rounded up). A local planner may ask for a
+larger share from the members' wording (:mod:`.support`; granted within ``ProtocolConfig.support``).
 
 *Background*: up to ``planner_background`` other train rows of the bucket's tasks, most similar in
 wording to the support rows, right or wrong, excluding every held-out row.
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import hashlib
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -38,6 +38,7 @@ from tsevo.taxonomy.consumers import Consumers, coded_diagnosis, fire_codes
 
 from .cluster import Bucket
 from .config import ProtocolConfig
+from .support import granted_support
 from .views import ViewIds
 
 __all__ = [
@@ -77,15 +78,21 @@ class BucketSplit:
         return cls(d["bucket_id"], tuple(d["support"]), tuple(d["held_out"]))
 
 
-def split_bucket(bucket: Bucket, cfg: ProtocolConfig, ids: ViewIds | None = None) -> BucketSplit:
+def split_bucket(
+    bucket: Bucket,
+    cfg: ProtocolConfig,
+    ids: ViewIds | None = None,
+    request: tuple[float, int] | None = None,
+) -> BucketSplit:
     """Deterministic support / held-out split of a bucket's members.
 
     Members are ordered by a seeded hash of their content (of the ids themselves without ``ids``);
-    the first ones are support rows, the next ones held out for the prefilter.
+    the first ones are support rows, the next ones held out for the prefilter. ``request`` is the
+    local planner's ``support_request`` (share, rows), granted within ``cfg.support``.
     """
     key = ids.key if ids is not None else str
     order = sorted(bucket.members, key=lambda q: _h(cfg.seed, key(q)))
-    n_support = min(cfg.planner_support, math.ceil(len(order) / 2))
+    n_support = granted_support(len(order), cfg.planner_support, cfg.support, request)
     support = tuple(order[:n_support])
     held = tuple(order[n_support : n_support + cfg.prefilter_errors])
     return BucketSplit(bucket.id, support, held)

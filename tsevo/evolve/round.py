@@ -52,6 +52,7 @@ from .prune import Attribution, PruneRecord, accept_pruned, attribute, dependent
 from .reconcile import reconcile_scopes
 from .result import RoundResult
 from .steps import RoundContext, Step, StepResult, run_steps
+from .support import request_support
 from .synthesize import AttemptRecord, GroupOutcome, run_group
 from .views import ViewIds
 
@@ -114,7 +115,16 @@ def _clustered(ctx: RoundContext, clustering: ClusteringResult) -> StepResult:
 def plan(ctx: RoundContext) -> StepResult:
     """Split each bucket, build dossiers, plan every bucket, coordinate the plans."""
     assert ctx.clustering is not None
-    ctx.splits = {b.id: split_bucket(b, ctx.cfg, ctx.ids) for b in ctx.clustering.buckets}
+    planner = ctx.roles.local_planner
+    ctx.splits = {
+        b.id: split_bucket(
+            b,
+            ctx.cfg,
+            ctx.ids,
+            request_support(planner, [ctx.ids.view(ctx.tq[q]) for q in b.members]),
+        )
+        for b in ctx.clustering.buckets
+    }
     _build_dossiers(ctx)
     diagnoses = coded_dossiers(ctx.dossiers, ctx.cfg, ctx.tq, ctx.base, ctx.ids)
     prepare = getattr(ctx.roles.local_planner, "prepare", None)

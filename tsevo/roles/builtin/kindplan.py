@@ -15,10 +15,12 @@ the branches of one composite tool (:mod:`.composite`), its scope the union of t
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tsevo.data import QuestionView
 from tsevo.library.reading import apply_rule
 from tsevo.library.tool import Contract, Matcher, Scope
 
@@ -28,7 +30,7 @@ from .concepts import concept_stems, groups_for
 from .kinds import KindIndex
 from .measure import SpecCache
 
-__all__ = ["KindPlanSettings", "composite_card", "plan_kinds"]
+__all__ = ["KindPlanSettings", "composite_card", "plan_kinds", "support_request"]
 
 
 class _Ranker(Protocol):
@@ -57,6 +59,8 @@ class KindPlanSettings:
         max_kind_share: Composite planning is for buckets that mix many kinds: when one kind holds
             more than this share of the bucket's support errors, the bucket is planned one
             measurement per bucket, focused on that kind.
+        few_errors: A bucket whose kinds hold at most this many of its errors (median) is in the
+            few-examples regime: the planner asks for most of it as support (:func:`support_request`).
         pool: Pool a kind's rows with those of kinds that share its option set and a concept word
             (two phrasings of one question, or one concept under one option set); the pooled rule
             is used when it reads the kind's own rows at least as well as the kind's own rule does
@@ -70,6 +74,7 @@ class KindPlanSettings:
     max_branches: int = 24
     pool: bool = True
     max_kind_share: float = 0.25
+    few_errors: float = 3.0
 
 
 def _labelled(dossier: Dossier) -> list[Example]:
@@ -138,6 +143,27 @@ def _accuracy(ranker: _Ranker, best: Any, ex: Sequence[Example]) -> float:
         )
         hits += int(rd.option is not None and rd.option == e.gold)
     return hits / len(ex)
+
+
+def support_request(
+    settings: KindPlanSettings, members: Sequence[QuestionView]
+) -> tuple[float, int] | None:
+    """Ask for most of a bucket as support when it mixes many question kinds.
+
+    Such a bucket is planned one branch per kind, and when each kind holds a handful of its errors
+    (``few_errors``, the median over kinds) every error held out for the prefilter is a row its rule
+    is not fitted on (:mod:`tsevo.evolve.support`; the protocol config bounds what is granted). Reads
+    the members' wording only. A bucket one kind dominates (planned one measurement per bucket), or
+    whose kinds each have many errors, keeps the protocol's split.
+    """
+    if len(members) < 2:
+        return None
+    sizes = [len(k.members) for k in KindIndex(members).kinds]
+    if max(sizes) > settings.max_kind_share * len(members):
+        return None
+    if statistics.median(sizes) > settings.few_errors:
+        return None
+    return 1.0, len(members)
 
 
 def plan_kinds(

@@ -33,7 +33,7 @@ from tsevo.procs import forked_pool
 
 from ..protocols import ContractCard, Dossier, Example
 from .concepts import relevance
-from .kindplan import KindPlanSettings, composite_card, plan_kinds
+from .kindplan import KindPlanSettings, composite_card, plan_kinds, support_request
 from .lifecycle import coded_prior, lifecycle_card
 from .measure import Spec, SpecCache
 from .rules import Row, cross_validate, fit_rule, separation, train_accuracy, tune_margin
@@ -114,6 +114,10 @@ class MeasurementPlanner:
         self.kinds = kinds
 
     # ------------------------------------------------------------------ search
+    def support_request(self, members: Sequence[QuestionView]) -> tuple[float, int] | None:
+        """Most of a bucket as support when it mixes many question kinds (:func:`.support_request`)."""
+        return None if self.kinds is None else support_request(self.kinds, members)
+
     def prepare(self, dossiers: Sequence[Dossier], workers: int = 1) -> int:
         """Warm the measurement cache for every row the dossiers show, in parallel processes.
 

@@ -1,0 +1,95 @@
+"""Support a local planner may ask for (``ProtocolConfig.support``): bounds, the split, the builtin ask."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from tsevo.data import Question, QuestionView
+from tsevo.data.synthetic import make_suite
+from tsevo.evolve import ProtocolConfig
+from tsevo.evolve.plan import split_bucket
+from tsevo.evolve.support import SupportConfig, granted_support, request_support
+from tsevo.roles.builtin import MeasurementPlanner
+from tsevo.roles.builtin.kindplan import KindPlanSettings, support_request
+
+ON = SupportConfig(planner_requests=True)
+
+
+def test_without_a_request_or_by_default_the_split_is_the_protocols() -> None:
+    for n in (1, 2, 3, 7, 24, 25, 200):
+        assert granted_support(n, 12, ON, None) == min(12, math.ceil(n / 2))
+    assert granted_support(40, 12, SupportConfig(), (1.0, 40)) == 12  # asks are off by default
+
+
+def test_a_request_is_granted_within_the_bounds_and_always_leaves_one_held_out() -> None:
+    cfg = ON  # max_share 0.85, max_rows 60
+    assert granted_support(20, 12, cfg, (1.0, 20)) == 17  # ceil(0.85 * 20)
+    assert granted_support(20, 12, cfg, (0.6, 20)) == 12  # ceil(0.6 * 20)
+    assert granted_support(20, 12, cfg, (1.0, 5)) == 10  # never below the protocol's half
+    assert granted_support(100, 12, cfg, (1.0, 100)) == 60  # max_rows
+    assert granted_support(3, 12, replace(ON, max_share=1.0), (1.0, 3)) == 2  # one held out
+    tight = replace(ON, max_share=0.5, max_rows=4)
+    assert granted_support(20, 12, tight, (1.0, 20)) == 10  # the protocol's is the floor
+
+
+@pytest.mark.parametrize("bad", [(0.0, 5), (-1.0, 5), (0.5, 0), ("all", 5)])
+def test_a_malformed_request_is_refused_by_name(bad: tuple) -> None:
+    with pytest.raises(ValueError, match="support_request"):
+        granted_support(20, 12, ON, bad)
+
+
+def test_the_config_is_nested_in_the_protocol_and_omitted_from_config_json_at_its_default() -> None:
+    assert "support" not in ProtocolConfig().to_dict()
+    cfg = ProtocolConfig.from_params({"support.max_share": "0.7", "support.max_rows": 30})
+    assert cfg.support == SupportConfig(max_share=0.7, max_rows=30)
+    assert ProtocolConfig.from_dict(cfg.to_dict()) == cfg
+    assert cfg.fingerprint() != ProtocolConfig().fingerprint()
+    assert ProtocolConfig().planner_support == 12  # the paper's number stays
+    with pytest.raises(TypeError, match="support"):
+        ProtocolConfig.from_params({"support.share": 0.7})
+    with pytest.raises(ValueError, match="max_share"):
+        SupportConfig(max_share=1.5)
+
+
+def test_the_split_honours_a_granted_request_and_stays_disjoint() -> None:
+    bucket = SimpleNamespace(id="b", members=tuple(f"q{i}" for i in range(30)))
+    cfg = ProtocolConfig.from_params({"support.planner_requests": True})
+    plain = split_bucket(bucket, cfg)  # type: ignore[arg-type]
+    asked = split_bucket(bucket, cfg, request=(1.0, 30))  # type: ignore[arg-type]
+    assert (len(plain.support), len(plain.held_out)) == (12, 18)
+    assert (len(asked.support), len(asked.held_out)) == (26, 4)
+    assert asked.support[:12] == plain.support  # the same seeded order, a longer prefix
+    assert not set(asked.support) & set(asked.held_out)
+    off = ProtocolConfig()
+    assert split_bucket(bucket, off, request=(1.0, 30)) == plain  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def mixed_train() -> list[Question]:
+    suite = make_suite("mixed", seed=11)
+    return [q for q in suite if suite.splits.get(q.id) == "train"]
+
+
+def test_the_builtin_planner_asks_for_buckets_of_many_kinds_with_few_errors_each(
+    mixed_train: list[Question],
+) -> None:
+    many = [QuestionView.of(q, q.id) for q in mixed_train[:40]]  # dozens of kinds, a few rows each
+    planner = MeasurementPlanner()
+    assert planner.support_request(many) == (1.0, 40)
+    assert request_support(planner, many) == (1.0, 40)
+    same = [QuestionView.of(mixed_train[0], f"same-{i}") for i in range(6)]
+    assert planner.support_request([*same, *many[:2]]) is None  # one kind holds 6 of 8
+    assert MeasurementPlanner(kinds=None).support_request(many) is None  # no composite planning
+    strict = KindPlanSettings(few_errors=0.5)  # every kind holds more errors than this
+    assert support_request(strict, many) is None
+    assert request_support(object(), many) is None  # a planner without the method
+
+
+def test_an_llm_planner_never_asks() -> None:
+    from tsevo.roles.llm.roles.planner import LLMLocalPlanner
+
+    assert not hasattr(LLMLocalPlanner, "support_request")

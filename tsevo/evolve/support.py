@@ -1,0 +1,100 @@
+"""How many of a bucket's errors the planner sees: one frozen config nested in the protocol, ``support``.
+
+The protocol splits each bucket's errors into support rows (shown to the planner, at most
+``planner_support``, half the bucket when it is small) and held-out rows (the prefilter's alone).
+The paper sized that for an LLM planner reading a dozen examples of one failure. On a benchmark of
+many question kinds with a handful of training questions each, a bucket mixes a dozen kinds and
+half of each kind's few errors are hidden from the planner: with every train row in view the
+builtin learner's composite plan gains about twice what it gains after that split
+(``python -m tests.bench.mixed_ceiling``, ``unsupervised_kinds`` against the same plan on half the
+errors).
+
+So a local planner may *ask* for a larger support share of a bucket from the members' wording
+alone (never their gold or answers): an optional method
+``support_request(members: Sequence[QuestionView]) -> tuple[float, int] | None`` returning (share
+of the members, most rows). The builtin planner asks for buckets that mix many question kinds, the
+buckets it plans one branch per kind; the LLM planner never asks. This config says whether asks are
+granted and bounds them; the rest of the bucket stays held out for the prefilter, and the gate on
+validation questions is unchanged.
+
+Off by default (``planner_requests = False``, the paper's split): on the development seeds it lifts
+the builtin round on ``mixed`` (104-107: +1.6 -> +6.3 pp) but costs the default preset about 2 pp
+(seeds 11 and 23: +56.4 -> +54.3) and changes the tiny runs the notebooks and tests narrate. Turn it
+on for a benchmark of many question kinds with a few training questions each
+(``support.planner_requests=true``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from tsevo.data import QuestionView
+from tsevo.knobs import NestedKnobs, check_knobs, knob
+
+__all__ = ["SupportConfig", "granted_support", "request_support", "support_params"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SupportConfig(NestedKnobs):
+    """Whether, and how far, a local planner's ask for more support is granted (default: never)."""
+
+    OWNER: ClassVar[str] = "ProtocolConfig.support"
+
+    planner_requests: bool = knob(
+        False,
+        "Whether a local planner's support_request is honoured (False, the default: the paper's "
+        "split, half of a small bucket and at most planner_support rows, for every bucket).",
+    )
+    max_share: float = knob(
+        0.85,
+        "Largest share of a bucket's members a request may put in its support; the rest (at "
+        "least one member, at most prefilter_errors) is held out for the prefilter.",
+        lo=0.5,
+        hi=1.0,
+    )
+    max_rows: int = knob(60, "Most support rows a request may be granted.", lo=1)
+
+    def __post_init__(self) -> None:
+        check_knobs(self, self.OWNER)
+
+    @property
+    def is_default(self) -> bool:
+        """Whether these are the defaults (``config.json`` then omits the section)."""
+        return self == SupportConfig()
+
+
+def granted_support(
+    n_members: int,
+    planner_support: int,
+    cfg: SupportConfig,
+    request: tuple[float, int] | None,
+) -> int:
+    """Support rows of a bucket of ``n_members``: the protocol's, or a granted request.
+
+    The protocol's is ``min(planner_support, ceil(n / 2))``. A request ``(share, rows)`` is
+    clipped to ``cfg`` and never gives less than the protocol's nor leaves no member held out.
+    """
+    protocol = min(planner_support, math.ceil(n_members / 2))
+    if request is None or not cfg.planner_requests or n_members < 2:
+        return protocol
+    share, rows = request
+    if not (isinstance(share, int | float) and isinstance(rows, int)) or share <= 0 or rows < 1:
+        raise ValueError(f"support_request must be (share > 0, rows >= 1), got {request!r}")
+    asked = min(math.ceil(n_members * min(float(share), cfg.max_share)), rows, cfg.max_rows)
+    return max(protocol, min(asked, n_members - 1))
+
+
+def request_support(planner: Any, members: Sequence[QuestionView]) -> tuple[float, int] | None:
+    """The planner's ``support_request`` for these members, or None when it has none."""
+    ask = getattr(planner, "support_request", None)
+    return ask(members) if callable(ask) else None
+
+
+def support_params(
+    lowered: dict[str, Any], start: Mapping[str, Any]
+) -> tuple[dict[str, Any], SupportConfig | None]:
+    """Take the ``support.<knob>`` and ``support`` keys out of loose protocol parameters."""
+    return SupportConfig.take_params(lowered, start)
