@@ -22,6 +22,9 @@ is how well its rules transfer to new questions of the same kinds:
   dossier holding *all* that seed's train rows (errors as support, the rest as background), kinds
   recovered from wording and dispatched by their words, as a composite tool would. The builtin
   learner with no bucket split, no held-out rows and no gate;
+* ``unsupervised_kinds_half``: the same on half of the errors (a seeded hash of the id keeps
+  each), as the round's bucket split shows a planner (the other half is held out for the
+  prefilter); the correct rows stay. What hiding half the errors costs the same learner;
 * ``round``: one builtin round per fit seed (:func:`tests.bench.seeds.one_seed`), scored on its own
   test split (a different question sample of the same kinds): the learner as shipped.
 
@@ -32,6 +35,7 @@ sample sd). Per kind, the JSON also lists each level's eval accuracy, so where a
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import sys
@@ -170,17 +174,24 @@ def perfect_dispatch(
     return hits / len(ev), best.spec.describe(best.key)
 
 
+def _kept(qid: str) -> bool:
+    return int(hashlib.sha256(f"half\x00{qid}".encode()).hexdigest(), 16) % 2 == 0
+
+
 def unsupervised_kinds(
-    train: Sequence[dict[str, Any]], ev: Sequence[dict[str, Any]]
+    train: Sequence[dict[str, Any]], ev: Sequence[dict[str, Any]], half: bool = False
 ) -> tuple[dict[str, list[int]], int]:
-    """plan_kinds on one dossier of every train row; per true kind [n, right] on the eval rows."""
+    """plan_kinds on one dossier of every train row; per true kind [n, right] on the eval rows.
+
+    ``half``: only the errors :func:`_kept` keeps are in the dossier (the correct rows all are).
+    """
     ex = _examples(train)
     dossier = Dossier(
         bucket_id="all",
         side="no_tool",
         label="",
         criteria="",
-        support=tuple(e for e in ex if not e.record.correct),
+        support=tuple(e for e in ex if not e.record.correct and (not half or _kept(e.question.id))),
         background=tuple(e for e in ex if e.record.correct),
         catalog="",
         library_tools=(),
@@ -262,16 +273,17 @@ def main(argv: list[str] | None = None) -> int:
         kinds[kind] = entry
         print(f"{kind:30s} base {entry['base']:.2f} capacity {cap:.2f}", flush=True)
 
-    uk: dict[int, float] = {}
+    uk: dict[str, dict[int, float]] = {"unsupervised_kinds": {}, "unsupervised_kinds_half": {}}
     uk_branches: dict[int, int] = {}
     for s in fit_seeds:
         tr = [r for r in rows if r["seed"] == s and r["split"] == "train"]
-        per, nb = unsupervised_kinds(tr, ev_all)
-        uk[s] = sum(v[1] for v in per.values()) / n_ev
-        uk_branches[s] = nb
-        for kind, (n, right) in per.items():
-            kinds[kind].setdefault("unsupervised_kinds", {})[str(s)] = round(right / n, 4)
-        print(f"unsupervised kinds, seed {s}: {uk[s]:.3f} ({nb} branches)", flush=True)
+        for level, half in (("unsupervised_kinds", False), ("unsupervised_kinds_half", True)):
+            per, nb = unsupervised_kinds(tr, ev_all, half=half)
+            uk[level][s] = sum(v[1] for v in per.values()) / n_ev
+            uk_branches[s] = uk_branches.get(s, nb)
+            for kind, (n, right) in per.items():
+                kinds[kind].setdefault(level, {})[str(s)] = round(right / n, 4)
+            print(f"{level}, seed {s}: {uk[level][s]:.3f} ({nb} branches)", flush=True)
 
     rounds: dict[int, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -285,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         "base": {"mean": round(base, 4), "sd": 0.0},
         "capacity": {"mean": round(cap_hits / n_ev, 4), "sd": 0.0},
         "perfect_dispatch": _ms([pd_hits[s] / n_ev for s in fit_seeds]),
-        "unsupervised_kinds": _ms([uk[s] for s in fit_seeds]),
+        "unsupervised_kinds": _ms([uk["unsupervised_kinds"][s] for s in fit_seeds]),
+        "unsupervised_kinds_half": _ms([uk["unsupervised_kinds_half"][s] for s in fit_seeds]),
     }
     gains = {k: round(100 * (v["mean"] - base), 2) for k, v in levels.items()}
     gains["round"] = round(100 * statistics.fmean(r["gain"] for r in rounds.values()), 2)
