@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from tsevo.cli import build_parser, evolve_config
 from tsevo.data import Question, QuestionView
 from tsevo.data.synthetic import make_suite
 from tsevo.evolve import ProtocolConfig
@@ -93,3 +95,21 @@ def test_an_llm_planner_never_asks() -> None:
     from tsevo.roles.llm.roles.planner import LLMLocalPlanner
 
     assert not hasattr(LLMLocalPlanner, "support_request")
+
+
+def test_tsevo_evolve_sets_knobs_on_top_of_its_config(tmp_path: Path) -> None:
+    parser = build_parser()
+    head = ["evolve", "--suite", "synthetic:tiny", "--out", str(tmp_path / "r")]
+    sets = ["--set", "support.planner_requests=true", "--set", "support.max_rows=30"]
+    args = parser.parse_args([*head, *sets])
+    cfg = evolve_config(args)
+    assert cfg.support == SupportConfig(planner_requests=True, max_rows=30)
+    saved = ProtocolConfig(seed=3).save(tmp_path / "c.json")
+    args = parser.parse_args(
+        [*head, "--seed", "3", "--config", str(saved), "--set", "planner_background=20"]
+    )
+    assert evolve_config(args) == ProtocolConfig(seed=3, planner_background=20)
+    for bad in ("support.share=1", "planner_background", "support.max_share=2"):
+        args = parser.parse_args([*head, "--set", bad])
+        with pytest.raises(SystemExit, match="--set"):
+            evolve_config(args)

@@ -136,14 +136,29 @@ def _load_suite_arg(spec: str, seed: int) -> tuple[Suite, str]:
     return suite, spec
 
 
-def _cmd_evolve(args: argparse.Namespace) -> int:
-    suite, ref = _load_suite_arg(args.suite, args.seed)
+def evolve_config(args: argparse.Namespace) -> ProtocolConfig:
+    """``tsevo evolve``'s protocol config: ``--config`` (or the defaults), its flags, ``--set``."""
     params = {"rounds": args.rounds, "seed": args.seed, "root": args.root}
     cfg = (
         ProtocolConfig.load(args.config).replace(**params)
         if args.config
         else ProtocolConfig(**params)
     )
+    sets = {}
+    for kv in args.set or ():
+        key, eq, value = kv.partition("=")
+        if not eq or not key:
+            raise SystemExit(f"tsevo evolve: --set takes KNOB=VALUE, got {kv!r}")
+        sets[key.strip()] = value.strip()
+    try:
+        return ProtocolConfig.from_params(sets, base=cfg) if sets else cfg
+    except (TypeError, ValueError) as err:
+        raise SystemExit(f"tsevo evolve: --set: {err}") from None
+
+
+def _cmd_evolve(args: argparse.Namespace) -> int:
+    suite, ref = _load_suite_arg(args.suite, args.seed)
+    cfg = evolve_config(args)
     if args.ablation:
         if args.root != "empty":
             raise SystemExit("tsevo evolve: --ablation sets the root library; leave out --root")
@@ -312,6 +327,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--config", type=Path, help="a saved protocol config (JSON) to start from")
+    ev.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help="a protocol knob on top (repeatable), e.g. support.planner_requests=true for a "
+        "benchmark of many question kinds with a few training questions each",
+    )
     ev.add_argument(
         "--out", type=Path, required=True, help="run folder (rerun the same command to resume)"
     )
