@@ -17,11 +17,12 @@ buckets it plans one branch per kind; the LLM planner never asks. This config sa
 granted and bounds them; the rest of the bucket stays held out for the prefilter, and the gate on
 validation questions is unchanged.
 
-Off by default (``planner_requests = False``, the paper's split): on the development seeds it lifts
-the builtin round on ``mixed`` (104-107: +1.6 -> +6.3 pp) but costs the default preset about 2 pp
-(seeds 11 and 23: +56.4 -> +54.3) and changes the tiny runs the notebooks and tests narrate. Turn it
-on for a benchmark of many question kinds with a few training questions each
-(``support.planner_requests=true``).
+Off by default (``planner_requests = False``, the paper's split). On fresh ``mixed`` seeds it lifts
+one builtin round from +3.3 to +7.7 pp but raises harm from 2.1% to 3.8% of test questions
+(``runs/bench/mixed-fresh-v2.json``, ``mixed-fresh-support.json``); on development seeds it costs the
+default preset about 2 pp (``runs/bench/default-dev-11-23.json``, ``default-dev-support.json``) and
+it changes the tiny runs the notebooks and tests narrate. Turn it on for a benchmark of many
+question kinds with a few training questions each (``support.planner_requests=true``).
 """
 
 from __future__ import annotations
