@@ -29,23 +29,14 @@ from tsevo.taxonomy.config import TAXONOMY_DOC, TaxonomyConfig, check_judge, tax
 
 from .ablation import AblationConfig, ablation_name, paper_ablation
 from .baseline import AnswerConfig, answer_params
-from .support import SupportConfig, support_params
+from .support import SUPPORT_DOC, SupportConfig, support_params
 
-__all__ = [
-    "AblationConfig",
-    "AnswerConfig",
-    "MaraConfig",
-    "ProtocolConfig",
-    "SupportConfig",
-    "exact",
-]
+__all__ = ["AblationConfig", "AnswerConfig", "MaraConfig", "ProtocolConfig", "exact"]
 
 _knob = knob
-_NESTED = (
-    ("answer", AnswerConfig),
-    ("marachain", MaraConfig),
-    ("taxonomy", TaxonomyConfig),
-    ("support", SupportConfig),
+_NESTED = tuple(
+    (c.OWNER.rsplit(".", 1)[1], c)
+    for c in (AnswerConfig, MaraConfig, TaxonomyConfig, SupportConfig)
 )
 
 
@@ -299,12 +290,7 @@ class ProtocolConfig:
         "depth 0 (the default) is the published K-attempt loop. Saved only when not the default.",
     )
     taxonomy: TaxonomyConfig = _knob(TaxonomyConfig(), TAXONOMY_DOC)  # noqa: RUF009 - frozen
-    support: SupportConfig = _knob(  # noqa: RUF009 - a frozen (immutable) default
-        SupportConfig(),
-        "Support a local planner may ask for (tsevo.evolve.support, support.<knob>): a planner's "
-        "support_request for a bucket is granted up to max_share of its members and max_rows "
-        "rows (planner_requests = False: the paper's split). Saved only when not the default.",
-    )
+    support: SupportConfig = _knob(SupportConfig(), SUPPORT_DOC)  # noqa: RUF009 - frozen
 
     def __post_init__(self) -> None:
         for name, kind in (("ablation", AblationConfig), *_NESTED):  # dicts from config.json
@@ -386,10 +372,10 @@ class ProtocolConfig:
         }
         named = lowered.pop("ablation", None)
         start = base.to_dict() if base is not None else {}
-        lowered, answer = answer_params(lowered, start)
-        lowered, mara = mara_params(lowered, start)
-        lowered, tax = taxonomy_params(lowered, start)
-        lowered, sup = support_params(lowered, start)
+        nested = []
+        for take in (answer_params, mara_params, taxonomy_params, support_params):
+            lowered, got = take(lowered, start)
+            nested.append(got)
         _check_known(lowered.keys(), "from_params")
         coerced = {k: coerce("ProtocolConfig", k, v, kinds[k]) for k, v in lowered.items()}
         ablation = dict(start.get("ablation", {}))
@@ -406,9 +392,7 @@ class ProtocolConfig:
         ablation.update(AblationConfig.from_params(switches).to_dict() if switches else {})
         start.update(coerced)
         start["ablation"] = AblationConfig.from_params(ablation)
-        start.update(
-            {n: v for (n, _), v in zip(_NESTED, (answer, mara, tax, sup), strict=True) if v}
-        )
+        start.update({n: v for (n, _), v in zip(_NESTED, nested, strict=True) if v})
         return cls(**start)
 
     def ablated(self, name: str) -> ProtocolConfig:
@@ -499,14 +483,7 @@ class ProtocolConfig:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.metadata["gap"]}
 
     def single_round_applies(self, rounds: int) -> bool:
-        """Return whether the single-round admission rule applies to a run of ``rounds`` rounds.
-
-        Args:
-            rounds: The run's configured number of rounds (>= 1).
-
-        Raises:
-            ValueError: If ``rounds`` < 1.
-        """
+        """Whether the single-round admission rule applies to a run of ``rounds`` (>= 1) rounds."""
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
             raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
         if self.single_round_rule == "always":

@@ -38,7 +38,7 @@ from tsevo.taxonomy.consumers import Consumers, coded_diagnosis, fire_codes
 
 from .cluster import Bucket
 from .config import ProtocolConfig
-from .support import granted_support
+from .support import granted_support, request_support
 from .views import ViewIds
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "coded_groups",
     "coordinate",
     "split_bucket",
+    "split_buckets",
     "validate_groups",
 ]
 
@@ -96,6 +97,22 @@ def split_bucket(
     support = tuple(order[:n_support])
     held = tuple(order[n_support : n_support + cfg.prefilter_errors])
     return BucketSplit(bucket.id, support, held)
+
+
+def split_buckets(
+    buckets: Sequence[Bucket],
+    cfg: ProtocolConfig,
+    ids: ViewIds,
+    planner: Any,
+    train: Mapping[str, Question],
+) -> dict[str, BucketSplit]:
+    """Every bucket's split, each with the local planner's ``support_request`` for its members."""
+    return {
+        b.id: split_bucket(
+            b, cfg, ids, request_support(planner, [ids.view(train[q]) for q in b.members])
+        )
+        for b in buckets
+    }
 
 
 def _similarity(a: frozenset[str], b: frozenset[str]) -> float:

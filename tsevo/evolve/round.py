@@ -46,13 +46,12 @@ from .plan import (
     coded_groups,
     coordinate,
     local_plans,
-    split_bucket,
+    split_buckets,
 )
 from .prune import Attribution, PruneRecord, accept_pruned, attribute, dependents, plan_prune
 from .reconcile import reconcile_scopes
 from .result import RoundResult
 from .steps import RoundContext, Step, StepResult, run_steps
-from .support import request_support
 from .synthesize import AttemptRecord, GroupOutcome, run_group
 from .views import ViewIds
 
@@ -115,16 +114,8 @@ def _clustered(ctx: RoundContext, clustering: ClusteringResult) -> StepResult:
 def plan(ctx: RoundContext) -> StepResult:
     """Split each bucket, build dossiers, plan every bucket, coordinate the plans."""
     assert ctx.clustering is not None
-    planner = ctx.roles.local_planner
-    ctx.splits = {
-        b.id: split_bucket(
-            b,
-            ctx.cfg,
-            ctx.ids,
-            request_support(planner, [ctx.ids.view(ctx.tq[q]) for q in b.members]),
-        )
-        for b in ctx.clustering.buckets
-    }
+    buckets = ctx.clustering.buckets
+    ctx.splits = split_buckets(buckets, ctx.cfg, ctx.ids, ctx.roles.local_planner, ctx.tq)
     _build_dossiers(ctx)
     diagnoses = coded_dossiers(ctx.dossiers, ctx.cfg, ctx.tq, ctx.base, ctx.ids)
     prepare = getattr(ctx.roles.local_planner, "prepare", None)

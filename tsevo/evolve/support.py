@@ -35,7 +35,19 @@ from typing import Any, ClassVar
 from tsevo.data import QuestionView
 from tsevo.knobs import NestedKnobs, check_knobs, knob
 
-__all__ = ["SupportConfig", "granted_support", "request_support", "support_params"]
+__all__ = [
+    "SUPPORT_DOC",
+    "SupportConfig",
+    "granted_support",
+    "request_support",
+    "support_params",
+]
+
+SUPPORT_DOC = (
+    "Support a local planner may ask for (tsevo.evolve.support, support.<knob>): a planner's "
+    "support_request for a bucket is granted up to max_share of its members and max_rows rows "
+    "(planner_requests = False, the default: the paper's split). Saved only when not the default."
+)
 
 
 @dataclass(frozen=True, kw_only=True)
