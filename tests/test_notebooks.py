@@ -150,6 +150,33 @@ def test_unknown_parameter_fails_before_a_kernel_starts(tmp_path: Path) -> None:
         )
 
 
+def test_make_notebooks_gives_a_study_on_another_protocol_its_own_run_beside_the_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One room for every notebook, except studies whose protocol differs (``variant()``).
+
+    ``make notebooks`` passes the room as every notebook's ``run_dir``; the multi-round study
+    (two rounds) would otherwise refuse the one-round room.
+    """
+    import papermill
+
+    seen: dict[str, str] = {}
+    monkeypatch.setattr(
+        papermill,
+        "execute_notebook",
+        lambda src, dst, parameters, **_: seen.setdefault(Path(src).stem, parameters["run_dir"]),
+    )
+    room = tmp_path / "room"
+    books = [p for p in NOTEBOOKS if p.stem in ("10_data", "95_study_multi_round")]
+    studies.execute_notebooks(room, notebooks=books, out_dir=tmp_path, log=lambda _: None)
+    variant = nb.MultiRoundConfig(run_dir=str(room)).variant()
+    assert variant
+    assert seen == {
+        "10_data": str(room.resolve()),
+        "95_study_multi_round": str(room.resolve().with_name(f"room-{variant}")),
+    }
+
+
 def _kernel() -> str:
     from jupyter_client.kernelspec import KernelSpecManager
 

@@ -90,7 +90,9 @@ def execute_notebooks(
         params = {"run_dir": str(run), **dict(parameters or {})}
         cfg_cls = CONFIGS.get(nb.stem)
         if cfg_cls is not None:
-            cfg_cls.from_params(params)  # fail before starting a kernel on a bad name
+            variant = cfg_cls.from_params(params).variant()  # a bad name fails before a kernel
+            if variant:  # a study on another protocol keeps its run beside this one (variant())
+                params["run_dir"] = str(run.with_name(f"{run.name}-{variant}"))
         t0 = time.perf_counter()
         target = out / nb.name
         pm.execute_notebook(
