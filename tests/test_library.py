@@ -14,6 +14,7 @@ from tsevo.library.tool import (
     ReadingRule,
     Scope,
     Tool,
+    options_kind,
     question_tokens,
 )
 
@@ -114,6 +115,15 @@ def test_scope_matching_and_anti_scope():
     assert not scope_matches(Scope(matcher=Matcher(forbid=("trend",))), q)
     # numbers are masked out of matcher tokens
     assert "120" not in question_tokens("compare t=120 with t=180")
+
+
+def test_options_that_share_a_number_are_labels_not_numbers() -> None:
+    assert options_kind(("12 hours", "24 hours", "7.5 hours"), ()) == "numeric"
+    assert options_kind(("Series 1", "Series 2"), ()) == "numeric"
+    assert options_kind(("an AR(1) process", "an MA(1) process"), ()) == "label"
+    assert options_kind(("AR(2)", "AR(1)"), ()) == "numeric"
+    assert options_kind(("upward", "downward"), ()) == "label"
+    assert options_kind(("1.5 m", "1.50 m", "3 m"), ()) == "label"  # one value written twice
 
 
 def test_shortlist_caps_three_tools_over_chain():

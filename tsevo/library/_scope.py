@@ -185,15 +185,21 @@ class Scope:
 
 
 def options_kind(options: Sequence[str], candidates: Sequence[str]) -> str:
-    """Classify an option set: ``candidate`` (options name candidate series), ``numeric`` or ``label``."""
+    """Classify an option set: ``candidate`` (options name candidate series), ``numeric`` or ``label``.
+
+    ``numeric`` when every option carries a number and the numbers differ: options that carry the
+    same number are told apart by their words, so a numeric reading could not choose among them.
+    """
     if candidates:
         cand = {c.lower() for c in candidates}
         if all(
             any(tok in cand for tok in re.findall(r"[A-Za-z0-9_]+", o.lower())) for o in options
         ):
             return "candidate"
-    if all(re.search(r"[-+]?\d", o) for o in options):
+    nums = [re.search(r"[-+]?\d+(?:\.\d+)?", o) for o in options]
+    if all(nums) and len({float(m.group()) for m in nums if m}) == len(options):
         return "numeric"
+    # options named by words that share a number ("an AR(1) process" / "an MA(1) process")
     return "label"
 
 
