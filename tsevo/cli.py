@@ -17,6 +17,7 @@ from tsevo.data.sources import load_source
 from tsevo.data.synthetic import make_suite
 from tsevo.demo import run_demo
 from tsevo.evolve import ProtocolConfig, eval_library, evolve, paper_baseline
+from tsevo.knobs import settings_from_pairs
 from tsevo.library.library import Library
 from tsevo.library.sandbox import SandboxError
 from tsevo.library.sandbox.limits import ALLOW_ENV
@@ -144,13 +145,8 @@ def evolve_config(args: argparse.Namespace) -> ProtocolConfig:
         if args.config
         else ProtocolConfig(**params)
     )
-    sets = {}
-    for kv in args.set or ():
-        key, eq, value = kv.partition("=")
-        if not eq or not key:
-            raise SystemExit(f"tsevo evolve: --set takes KNOB=VALUE, got {kv!r}")
-        sets[key.strip()] = value.strip()
     try:
+        sets = settings_from_pairs(args.set or ())
         return ProtocolConfig.from_params(sets, base=cfg) if sets else cfg
     except (TypeError, ValueError) as err:
         raise SystemExit(f"tsevo evolve: --set: {err}") from None

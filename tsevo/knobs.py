@@ -14,10 +14,25 @@ from dataclasses import field, fields
 from fractions import Fraction
 from typing import Any, ClassVar, Self
 
-__all__ = ["NestedKnobs", "check_knobs", "coerce", "exact", "knob"]
+__all__ = ["NestedKnobs", "check_knobs", "coerce", "exact", "knob", "settings_from_pairs"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def settings_from_pairs(items: Iterable[str]) -> dict[str, str]:
+    """``KNOB=VALUE`` strings (a command line's ``--set``) as a dict for ``from_params``.
+
+    Raises:
+        ValueError: On an item without ``=`` or without a name, naming it.
+    """
+    out: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"expected KNOB=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def exact(x: float | int) -> Fraction:

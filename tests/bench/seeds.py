@@ -30,6 +30,7 @@ from tests.bench import git_commit
 from tsevo.analysis import run_summary
 from tsevo.data.synthetic import make_suite
 from tsevo.evolve import ProtocolConfig, evolve
+from tsevo.knobs import settings_from_pairs
 from tsevo.roles import RoleSet
 from tsevo.roles.builtin import MeasurementPlanner
 from tsevo.roles.builtin.kindplan import KindPlanSettings
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     runs = out.with_suffix("")
-    params = dict(kv.split("=", 1) for kv in args.set)
+    params = settings_from_pairs(args.set)
     rows = []
     for s in (int(x) for x in args.seeds.split(",")):
         r = one_seed(

@@ -106,13 +106,17 @@ def split_buckets(
     planner: Any,
     train: Mapping[str, Question],
 ) -> dict[str, BucketSplit]:
-    """Every bucket's split, each with the local planner's ``support_request`` for its members."""
-    return {
-        b.id: split_bucket(
-            b, cfg, ids, request_support(planner, [ids.view(train[q]) for q in b.members])
-        )
-        for b in buckets
-    }
+    """Every bucket's split, with the local planner's ``support_request`` when asks are granted.
+
+    With ``support.planner_requests`` off (the default) the planner is not asked at all.
+    """
+    splits = {}
+    for b in buckets:
+        request = None
+        if cfg.support.planner_requests:
+            request = request_support(planner, [ids.view(train[q]) for q in b.members])
+        splits[b.id] = split_bucket(b, cfg, ids, request)
+    return splits
 
 
 def _similarity(a: frozenset[str], b: frozenset[str]) -> float:

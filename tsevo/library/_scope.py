@@ -13,12 +13,14 @@ __all__ = [
     "Scope",
     "as_tuple",
     "merge_scopes",
+    "option_number",
     "options_kind",
     "question_tokens",
 ]
 
 Arity = Literal["any", "single", "dual", "candidates", "covariate"]
 
+_NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 _TOKEN = re.compile(r"[a-z][a-z_]+")
 
 
@@ -184,6 +186,12 @@ class Scope:
         return " | ".join(parts)
 
 
+def option_number(option: str) -> float | None:
+    """The first number written in an option, or None (what a numeric reading rule reads)."""
+    m = _NUM.search(option)
+    return float(m.group()) if m else None
+
+
 def options_kind(options: Sequence[str], candidates: Sequence[str]) -> str:
     """Classify an option set: ``candidate`` (options name candidate series), ``numeric`` or ``label``.
 
@@ -196,8 +204,8 @@ def options_kind(options: Sequence[str], candidates: Sequence[str]) -> str:
             any(tok in cand for tok in re.findall(r"[A-Za-z0-9_]+", o.lower())) for o in options
         ):
             return "candidate"
-    nums = [re.search(r"[-+]?\d+(?:\.\d+)?", o) for o in options]
-    if all(nums) and len({float(m.group()) for m in nums if m}) == len(options):
+    nums = [option_number(o) for o in options]
+    if None not in nums and len(set(nums)) == len(options):
         return "numeric"
     # options named by words that share a number ("an AR(1) process" / "an MA(1) process")
     return "label"

@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._scope import option_number
 from .tool import ReadingRule
 
 __all__ = ["Reading", "apply_rule", "inverts", "match_label", "norm_label", "option_number"]
 
-_NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 _TOK = re.compile(r"[a-z0-9_]+")
 
 
@@ -53,12 +53,6 @@ def match_label(label: str, options: Sequence[str]) -> int | None:
     if len(cont) == 1:
         return cont[0]
     return None
-
-
-def option_number(option: str) -> float | None:
-    """The first number written in an option, or None."""
-    m = _NUM.search(option)
-    return float(m.group()) if m else None
 
 
 def _num(outputs: Mapping[str, Any], key: str) -> float | None:
