@@ -43,7 +43,7 @@ def test_evolve_prints_funnel_gate_decision_and_test_table(cli: rf.Run) -> None:
         "gate path strict",
     ):
         assert label in funnel, label
-    gate = _read(cli.path, "rounds/r1/gate.json")
+    gate = _read(cli.path, "rounds/r1/reconcile.json")["final_gate"]  # the decision that deployed
     assert (
         f"gate (strict): helped {gate['h']}, harmed {gate['m']}, n {gate['n']} of {gate['n_attempted']}"
         in text
@@ -79,7 +79,7 @@ def test_report_json_for_scripts(cli: rf.Run) -> None:
     data = json.loads(p.stdout)
     (rd,) = data["rounds"]
     assert rd["status"] == "accepted"
-    gate = _read(cli.path, "rounds/r1/gate.json")
+    gate = _read(cli.path, "rounds/r1/reconcile.json")["final_gate"]
     assert rd["final_gate"]["path"] == "strict" and rd["final_gate"]["passed"] is True
     for k in ("h", "m", "n", "delta", "delta_lb", "error_rate"):
         assert rd["final_gate"][k] == gate[k]

@@ -4,6 +4,8 @@ For every kind among the bucket's errors (recovered from wording, :mod:`.kinds`)
 searches a measurement and a reading rule on the train rows of that kind it sees (support errors
 and background rows, right or wrong), in two passes:
 
+0. when the options name positions or directions, the rule they fix on every catalog measurement
+   (:mod:`.optsem`; nothing to fit, so a handful of rows is real evidence);
 1. the catalog groups the kind's words point at (:mod:`.concepts`), with the normal bar;
 2. the whole catalog, with a stricter bar (a rule picked among hundreds on a handful of rows is
    usually spurious).
@@ -29,6 +31,7 @@ from .composite import Branch, branch_rule, composite_measurement
 from .concepts import concept_stems, groups_for
 from .kinds import KindIndex
 from .measure import SpecCache
+from .optsem import option_semantics, semantic_rank
 
 __all__ = ["KindPlanSettings", "composite_card", "plan_kinds", "support_request"]
 
@@ -61,6 +64,10 @@ class KindPlanSettings:
             measurement per bucket, focused on that kind.
         few_errors: A bucket whose kinds hold at most this many of its errors (median) is in the
             few-examples regime: the planner asks for most of it as support (:func:`support_request`).
+        option_rules: Options that name positions or directions ("Beginning / Middle / End",
+            "upward / downward") are first read by the rule they fix, searched over the whole
+            catalog (:mod:`.optsem`); kinds under the same such options pool their rows.
+        option_bar: Least leave-one-out accuracy of such a rule.
         pool: Pool a kind's rows with those of kinds that share its option set and a concept word
             (two phrasings of one question, or one concept under one option set); the pooled rule
             is used when it reads the kind's own rows at least as well as the kind's own rule does
@@ -68,6 +75,8 @@ class KindPlanSettings:
     """
 
     min_rows: int = 3
+    option_rules: bool = True
+    option_bar: float = 0.6
     bar: float = 0.6
     strict_bar: float = 0.85
     min_gain: int = 1
@@ -87,11 +96,21 @@ def _labelled(dossier: Dossier) -> list[Example]:
     return out
 
 
-def _siblings(index: KindIndex, kid: str, by_kind: Mapping[str, Sequence[Example]]) -> list[str]:
-    """Kinds with the same option set whose words share a concept with ``kid``'s (pooling partners)."""
+def _siblings(
+    index: KindIndex, kid: str, by_kind: Mapping[str, Sequence[Example]], named_ok: bool = True
+) -> list[str]:
+    """Kinds with the same option set whose words share a concept with ``kid``'s (pooling partners).
+
+    ``named_ok``: under options that name positions or directions (:mod:`.optsem`), every kind
+    with the same option set is a partner.
+    """
     k = index.by_id[kid]
     stems = concept_stems(k.anchor)
-    if not stems:
+    # options that name positions or directions are read by a rule they fix: any kind asking
+    # under the same options can share the measurement (the pooled rule must still read this
+    # kind's own rows, see plan_kinds)
+    named = named_ok and bool(k.option_labels) and option_semantics(k.option_labels) is not None
+    if not stems and not named:
         return []
     return sorted(
         o.id
@@ -99,7 +118,7 @@ def _siblings(index: KindIndex, kid: str, by_kind: Mapping[str, Sequence[Example
         if o.id != kid
         and o.id in by_kind
         and o.shape == k.shape
-        and stems & concept_stems(o.anchor)
+        and (named or stems & concept_stems(o.anchor))
     )
 
 
@@ -113,6 +132,10 @@ def _search(
 ) -> tuple[Any, str] | None:
     """The best measurement and rule on ``ex``: concept groups first, then the whole catalog."""
     prior = groups_for(words)
+    if settings.option_rules:
+        named = semantic_rank(ranker.cache, ex, None, words, prefer=prior or frozenset())
+        if named and named[0].cv_acc >= settings.option_bar:
+            return named[0], "options"
     passes = [(prior, settings.bar), (None, settings.strict_bar)] if prior else []
     for groups, bar in passes or [(None, settings.strict_bar)]:
         _, _, ranked = ranker.rank(ex, groups=groups, few=True, words=words)
@@ -189,7 +212,7 @@ def plan_kinds(
         ex = by_kind.get(kid, [])
         kind = index.by_id[kid]
         current = sum(bool(getattr(e.record, "correct", False)) for e in ex)
-        sibs = _siblings(index, kid, by_kind) if settings.pool else []
+        sibs = _siblings(index, kid, by_kind, settings.option_rules) if settings.pool else []
         pooled = [*ex, *(e for s in sibs for e in by_kind[s])]
         entry: dict[str, Any] = {
             "template": kind.describe(),

@@ -40,7 +40,7 @@ from tsevo.data import QuestionView
 from tsevo.library.context import extract_numbers, mentions
 from tsevo.library.primitives import CATALOG
 
-__all__ = ["MODES", "Spec", "SpecCache", "spec_source", "spec_values"]
+__all__ = ["MODES", "RankedMeasurement", "Spec", "SpecCache", "spec_source", "spec_values"]
 
 MODES = (
     "primary",
@@ -378,3 +378,29 @@ def spec_source(specs: list[tuple[Spec, list[str]]], name: str = "tool", doc: st
         lines.append(f"    out[{k!r}] = {v}")
     lines.append("    return out")
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class RankedMeasurement:
+    """One measured candidate: spec, output key, fitted rule and its accuracies on the planner's rows."""
+
+    spec: Spec
+    key: str
+    rule: Any
+    cv_acc: float
+    train_acc: float
+    coverage: float
+    separation: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "spec": self.spec.to_dict(),
+            "key": self.key,
+            "rule": self.rule.to_dict(),
+            "cv_acc": round(self.cv_acc, 6),
+            "train_acc": round(self.train_acc, 6),
+            "coverage": round(self.coverage, 6),
+            "separation": round(self.separation, 6),
+            "measurement": self.spec.describe(self.key),
+        }

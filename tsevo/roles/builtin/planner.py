@@ -18,7 +18,6 @@ import concurrent.futures as cf
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from dataclasses import replace as _replace
 from typing import Any
 
@@ -35,7 +34,7 @@ from ..protocols import ContractCard, Dossier, Example
 from .concepts import relevance
 from .kindplan import KindPlanSettings, composite_card, plan_kinds, support_request
 from .lifecycle import coded_prior, lifecycle_card
-from .measure import Spec, SpecCache
+from .measure import RankedMeasurement, Spec, SpecCache
 from .rules import Row, cross_validate, fit_rule, separation, train_accuracy, tune_margin
 from .specs import (
     compute_pairs,
@@ -56,32 +55,6 @@ __all__ = ["MeasurementPlanner", "RankedMeasurement", "fit_matcher"]
 DEFAULT_KINDS: KindPlanSettings | None = KindPlanSettings()
 _RULE_FOR_OPTIONS = {"candidate": "extremum", "numeric": "nearest_number", "label": "label"}
 _SKIP_KEYS = re.compile(r"^(n|n_bins|h|chronos|df|used_lag|used_lags|period_used)$")
-
-
-@dataclass(frozen=True)
-class RankedMeasurement:
-    """One measured candidate: spec, output key, fitted rule and its accuracies on the planner's rows."""
-
-    spec: Spec
-    key: str
-    rule: Any
-    cv_acc: float
-    train_acc: float
-    coverage: float
-    separation: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly dict."""
-        return {
-            "spec": self.spec.to_dict(),
-            "key": self.key,
-            "rule": self.rule.to_dict(),
-            "cv_acc": round(self.cv_acc, 6),
-            "train_acc": round(self.train_acc, 6),
-            "coverage": round(self.coverage, 6),
-            "separation": round(self.separation, 6),
-            "measurement": self.spec.describe(self.key),
-        }
 
 
 class MeasurementPlanner:

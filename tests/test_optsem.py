@@ -1,0 +1,157 @@
+"""Reading rules the option wording implies (positions and directions), and the kind planner's use of
+them: a handful of rows picks the measurement, and phrasings that share no word pool their rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from tsevo.data import Question, QuestionView
+from tsevo.library.reading import apply_rule
+from tsevo.roles.builtin import MeasurementPlanner
+from tsevo.roles.builtin.kindplan import KindPlanSettings, plan_kinds
+from tsevo.roles.builtin.measure import SpecCache
+from tsevo.roles.builtin.optsem import (
+    LOCATION_KEY,
+    option_semantics,
+    semantic_rank,
+    semantic_rule,
+)
+from tsevo.roles.builtin.rules import Row
+from tsevo.roles.protocols import Dossier, Example
+
+BME = ("Beginning", "Middle", "End")
+
+
+@pytest.mark.parametrize(
+    ("options", "want"),
+    [
+        (("End", "Beginning", "Middle"), ("position", ("beginning", "middle", "end"))),
+        (("at the end", "at the beginning"), ("position", ("at the beginning", "at the end"))),
+        (
+            ("upward", "no clear trend", "downward"),
+            ("direction", ("downward", "no clear trend", "upward")),
+        ),
+        (
+            ("stays about the same", "increases", "decreases"),
+            ("direction", ("decreases", "stays about the same", "increases")),
+        ),
+        (("positive", "negative"), ("direction", ("negative", "positive"))),
+        (("Yes", "No"), None),
+        (("Middle", "End"), None),  # positions without the start of the series
+        (("Series 1 has higher variance", "Series 2 has higher variance"), None),
+        (("upward", "flat"), None),  # a direction needs both signs
+        (("Beginning", "Middle", "End", "Nowhere"), None),
+        (("a level shift", "a sudden spike", "a flat segment"), None),
+    ],
+)
+def test_option_semantics_names_positions_and_directions_only(options, want):
+    assert option_semantics(options) == want
+
+
+def _rows(values, golds, options=BME, key="argmax_frac"):
+    return [
+        Row(f"q{i}", {key: v}, options, (), g)
+        for i, (v, g) in enumerate(zip(values, golds, strict=True))
+    ]
+
+
+def test_a_position_is_read_in_thirds_from_a_location_only():
+    meaning = option_semantics(BME)
+    rule = semantic_rule(meaning, _rows([0.1, 0.5, 0.9], [0, 1, 2]), "argmax_frac")
+    assert rule is not None and rule.bins == pytest.approx((1 / 3, 2 / 3))
+    assert rule.labels == ("beginning", "middle", "end")
+    # nothing is fitted: rows that disagree with thirds do not move the cuts
+    same = semantic_rule(meaning, _rows([0.3, 0.3, 0.3], [2, 2, 2]), "argmax_frac")
+    assert same == rule
+    assert semantic_rule(meaning, _rows([0.1, 0.5], [0, 1], key="strength"), "strength") is None
+    assert semantic_rule(meaning, _rows([0.1, 1.5], [0, 2]), "argmax_frac") is None
+    assert LOCATION_KEY.search("largest_loc_frac") and LOCATION_KEY.search("flat_start_frac")
+    assert not LOCATION_KEY.search("noise_frac") and not LOCATION_KEY.search("longest_up_frac")
+
+
+def test_a_direction_is_read_by_its_sign_with_a_fitted_no_change_band():
+    opts = ("downward", "upward")
+    two = semantic_rule(option_semantics(opts), _rows([-2.0, 3.0], [0, 1], opts, "slope"), "slope")
+    assert two is not None and two.bins == (0.0,) and two.labels == ("downward", "upward")
+    # a measurement that never changes sign, or a location, cannot name a direction
+    assert semantic_rule(option_semantics(opts), _rows([1.0, 3.0], [0, 1], opts, "s"), "s") is None
+    loc = _rows([-1.0, 0.5], [0, 1], opts, "first_break_frac")
+    assert semantic_rule(option_semantics(opts), loc, "first_break_frac") is None
+    opts3 = ("upward", "flat", "downward")
+    rows = _rows([-3.0, -2.5, 0.2, -0.4, 2.0, 2.8], [2, 2, 1, 1, 0, 0], opts3, "slope")
+    three = semantic_rule(option_semantics(opts3), rows, "slope")
+    assert three is not None and three.labels == ("downward", "flat", "upward")
+    lo, hi = three.bins
+    assert lo == -hi and 0.4 < hi < 2.0  # the band separates flat from the two trends
+
+
+@dataclass(frozen=True)
+class _Rec:
+    correct: bool = False
+    final_answer: int | None = None
+
+
+def _spike(qid: str, text: str, where: int, seed: int, n: int = 128) -> Example:
+    rng = np.random.default_rng(seed)
+    y = np.sin(np.arange(n) / 5.0) * 0.3 + 0.3 * rng.standard_normal(n)
+    at = int((where + rng.uniform(0.2, 0.8)) * n / 3)
+    y[at] += 6.0
+    q = Question(
+        id=qid,
+        source="test",
+        task="mixed",
+        question=text,
+        options=BME,
+        series={"X": y},
+        primary=("X",),
+        gold=where,
+    )
+    return Example(QuestionView.of(q, "v" + qid), where, _Rec(final_answer=(where + 1) % 3))
+
+
+def test_four_rows_pick_a_location_that_reads_new_questions():
+    text = "Where in X is the spike?"
+    train = [_spike(f"t{i}", text, w, i) for i, w in enumerate((0, 1, 2, 1))]
+    cache = SpecCache()
+    ranked = semantic_rank(cache, train, words=frozenset({"spike"}))
+    assert ranked and ranked[0].cv_acc == 1.0
+    best = ranked[0]
+    assert LOCATION_KEY.search(best.key)
+    new = [_spike(f"n{i}", text, i % 3, 100 + i) for i in range(9)]
+    hits = sum(
+        apply_rule(best.rule, cache.get(best.spec, e.question), BME).option == e.gold for e in new
+    )
+    assert hits >= 8
+    # options that name nothing, or rows that mix option sets, give no ranking
+    yn = Question(
+        id="y",
+        source="test",
+        task="mixed",
+        question="Is there a spike?",
+        options=("Yes", "No"),
+        series={"X": np.zeros(64)},
+        primary=("X",),
+        gold=0,
+    )
+    yes = Example(QuestionView.of(yn, "vy"), 0, _Rec())
+    assert semantic_rank(cache, [yes, yes]) == []
+    assert semantic_rank(cache, [yes, *train]) == []
+
+
+def test_phrasings_that_share_no_word_pool_under_options_that_name_positions():
+    a = "Where in X is the spike?"
+    b = "In which part of X does the outlier occur?"
+    rows = [_spike(f"a{i}", a, w, i) for i, w in enumerate((0, 2))]
+    rows += [_spike(f"b{i}", b, w, 10 + i) for i, w in enumerate((1, 0))]
+    d = Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(rows), ())
+    branches, report = plan_kinds(MeasurementPlanner(), d, KindPlanSettings(max_kind_share=0.5))
+    assert all(e.get("pooled_rows") == 4 for e in report.values())
+    assert len(branches) == 2
+    assert {b.stats["source"] for b in branches} == {"options+pooled"}
+    assert branches[0].spec == branches[1].spec and LOCATION_KEY.search(branches[0].keys[0])
+    # without the option rules, two rows per phrasing and no shared concept word: nothing served
+    off = KindPlanSettings(max_kind_share=0.5, option_rules=False)
+    assert plan_kinds(MeasurementPlanner(), d, off)[0] == []

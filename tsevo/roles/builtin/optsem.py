@@ -1,0 +1,262 @@
+"""Reading rules the option wording implies: positions along the series and directions of change.
+
+Most option sets only name classes, and a label rule learns where each class lies on a measurement
+(:func:`~.rules.fit_rule`). Some option sets also say *how* a measurement reads them:
+
+* **positions** ("Beginning / Middle / End", "early / late"): a location expressed as a fraction of
+  the series (0 = first point, 1 = last) read by equal parts: thirds for three positions, halves for
+  two. No parameter is fitted;
+* **directions** ("upward / downward", "increases / decreases / stays about the same", "positive /
+  negative", "higher / lower / about the same"): a signed measurement read by its sign, with a
+  symmetric band ``|v| < d`` for the "no change" option. Only ``d`` is fitted (none for two options).
+
+With a handful of train rows per question kind, a learned label rule picked among hundreds of
+measurements is usually a fluke: almost any measurement separates three rows. A rule whose cut points
+the options fix has (almost) nothing to fit, so reading a kind's few rows right is real evidence that
+the measurement says what the options name. :func:`semantic_rank` ranks every catalog measurement by
+how well such a rule reads the rows; the kind planner (:mod:`.kindplan`) tries it before learned
+rules. The option wording is all it reads (the question's gold answers score the rules, as for any
+fit); nothing here knows a benchmark's templates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from tsevo.library.primitives import CATALOG
+from tsevo.library.reading import apply_rule, norm_label
+from tsevo.library.tool import ReadingRule
+
+from ..protocols import Example
+from .concepts import relevance
+from .measure import RankedMeasurement, SpecCache
+from .rules import Row, separation, train_accuracy
+from .specs import enumerate_specs, modes_for, rows_kind
+
+__all__ = ["LOCATION_KEY", "option_semantics", "semantic_rank", "semantic_rule"]
+
+_TOK = re.compile(r"[a-z]+")
+#: Output keys the catalog names as a location along the series, a fraction of its length (its
+#: naming convention: ``argmax_frac``, ``largest_loc_frac``, ``flat_start_frac``, ``discord_frac``...).
+#: A position is read only from these; a direction never is (a location has no sign).
+LOCATION_KEY = re.compile(
+    r"(^|_)(arg(max|min)(_[a-z]+)?|loc|index|start|break|discord|motif)_frac$"
+)
+_POSITION = {
+    **dict.fromkeys(("beginning", "start", "early", "earlier", "first", "initial", "opening"), 0),
+    **dict.fromkeys(("middle", "center", "centre", "mid", "midway"), 1),
+    **dict.fromkeys(("end", "late", "later", "last", "final", "ending", "second"), 2),
+}
+_UP = frozenset(
+    [
+        "upward",
+        "upwards",
+        "up",
+        "increases",
+        "increase",
+        "increasing",
+        "increased",
+        "higher",
+        "positive",
+        "positively",
+        "growing",
+        "grows",
+        "rising",
+        "rises",
+        "above",
+        "bigger",
+        "larger",
+    ]
+)
+_DOWN = frozenset(
+    [
+        "downward",
+        "downwards",
+        "down",
+        "decreases",
+        "decrease",
+        "decreasing",
+        "decreased",
+        "lower",
+        "negative",
+        "negatively",
+        "shrinking",
+        "shrinks",
+        "falling",
+        "falls",
+        "below",
+        "smaller",
+    ]
+)
+_NONE = frozenset(
+    [
+        "same",
+        "flat",
+        "constant",
+        "unchanged",
+        "uncorrelated",
+        "neither",
+        "stable",
+        "none",
+        "steady",
+        "no",
+    ]
+)
+
+
+def _position(words: set[str]) -> int | None:
+    hit = {_POSITION[w] for w in words if w in _POSITION}
+    return hit.pop() if len(hit) == 1 else None
+
+
+def _direction(words: set[str]) -> int | None:
+    up, down = bool(words & _UP), bool(words & _DOWN)
+    if up != down:
+        return 1 if up else -1
+    if not up and words & _NONE:
+        return 0
+    return None
+
+
+def option_semantics(options: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+    """What an option set names: ``("position" | "direction", labels in reading order)`` or None.
+
+    Labels are the normalized option texts (:func:`~tsevo.library.reading.norm_label`) ordered as a
+    label rule reads them (low value first): positions from the start of the series to its end,
+    directions from down through "no change" to up. ``None`` unless every option names a distinct
+    position (two or three, "beginning" among them), or a distinct direction (down and up, with or
+    without a "no change" option).
+    """
+    if not 2 <= len(options) <= 3:
+        return None
+    words = [set(_TOK.findall(o.lower())) for o in options]
+    labels = [norm_label(o) for o in options]
+    for name, read in (("position", _position), ("direction", _direction)):
+        got = [read(w) for w in words]
+        if any(g is None for g in got) or len(set(got)) != len(got):
+            continue
+        if name == "position" and 0 not in got:
+            continue
+        if name == "direction" and not {-1, 1} <= set(got):
+            continue
+        order = tuple(lab for _, lab in sorted(zip(got, labels, strict=True)))
+        return name, order
+    return None
+
+
+def _band(values: Sequence[float], labels: Sequence[str], order: Sequence[str]) -> float:
+    """The "no change" half-width ``d`` reading most rows right (the middle of the best interval)."""
+    mags = np.unique(np.abs(np.asarray(values, dtype=float)))
+    cands = np.concatenate(([0.0], (mags[:-1] + mags[1:]) / 2.0, [mags[-1] * 1.5 + 1e-12]))
+    scores = []
+    for d in cands:
+        hits = 0
+        for v, lab in zip(values, labels, strict=True):
+            got = order[0] if v <= -d else order[2] if v >= d else order[1]
+            hits += got == lab
+        scores.append(hits)
+    best = max(scores)
+    at = [float(d) for d, s in zip(cands, scores, strict=True) if s == best]
+    return (at[0] + at[-1]) / 2.0
+
+
+def semantic_rule(
+    meaning: tuple[str, tuple[str, ...]], rows: Sequence[Row], key: str
+) -> ReadingRule | None:
+    """The rule the options name, reading ``key`` (``None`` when the values cannot mean it).
+
+    Positions need every value in [0, 1]; a three-way direction fits its band on the rows.
+    """
+    kind, order = meaning
+    vals = [r.values[key] for r in rows if r.values and key in r.values]
+    if len(vals) < 2:
+        return None
+    if kind == "position":
+        if not LOCATION_KEY.search(key) or min(vals) < 0.0 or max(vals) > 1.0:
+            return None
+        cuts = (0.5,) if len(order) == 2 else (1 / 3, 2 / 3)
+        return ReadingRule("label", key, tuple(round(c, 10) for c in cuts), order)
+    if LOCATION_KEY.search(key) or min(vals) >= 0.0 or max(vals) <= 0.0:
+        return None  # a direction needs a signed measurement that takes both signs
+    if len(order) == 2:
+        return ReadingRule("label", key, (0.0,), order)
+    golds = [norm_label(r.options[r.gold]) for r in rows if r.values and key in r.values]
+    d = _band(vals, golds, order)
+    if d <= 0.0:
+        return None
+    return ReadingRule("label", key, (round(-d, 10), round(d, 10)), order)
+
+
+def _loo(meaning: tuple[str, tuple[str, ...]], rows: Sequence[Row], key: str) -> float:
+    """Leave-one-out accuracy (the band is the only fitted part; positions have none)."""
+    if meaning[0] == "position" or len(meaning[1]) == 2:
+        rule = semantic_rule(meaning, rows, key)
+        return train_accuracy(rule, rows) if rule is not None else 0.0
+    hits = 0
+    for i, r in enumerate(rows):
+        rule = semantic_rule(meaning, [*rows[:i], *rows[i + 1 :]], key)
+        if rule is not None:
+            rd = apply_rule(rule, r.values, r.options, r.candidates, r.question)
+            hits += int(rd.option == r.gold)
+    return hits / len(rows)
+
+
+def semantic_rank(
+    cache: SpecCache,
+    examples: Sequence[Example],
+    groups: frozenset[str] | None = None,
+    words: frozenset[str] = frozenset(),
+    prefer: frozenset[str] = frozenset(),
+) -> list[RankedMeasurement]:
+    """Measurements read by the rule their rows' options name, best first (empty if they name none).
+
+    All rows must share one option set with a meaning (:func:`option_semantics`). ``groups``
+    restricts the search to those catalog groups (``None``: all). Ranked by (leave-one-out)
+    accuracy, then measurements of the ``prefer`` groups (those the question's words point at)
+    first, then by how many of ``words`` the measurement's name speaks of, then by the widest
+    margin between classes.
+    """
+    labeled = [e for e in examples if e.gold is not None]
+    if len(labeled) < 2:
+        return []
+    meanings = {option_semantics(e.question.options) for e in labeled}
+    if len(meanings) != 1 or None in meanings:
+        return []
+    meaning = meanings.pop()
+    assert meaning is not None
+    qs = [e.question for e in labeled]
+    _, arity = rows_kind(qs)
+    out: list[RankedMeasurement] = []
+    for spec in enumerate_specs(modes_for(arity, qs)):
+        if groups is not None and CATALOG[spec.primitive].group not in groups:
+            continue
+        vals = [cache.get(spec, q) for q in qs]
+        if sum(bool(v) for v in vals) < len(qs):
+            continue  # a handful of rows: the measurement must read every one
+        rows = [
+            Row(q.id, v, q.options, q.candidates, int(e.gold), None, q.question)  # type: ignore[arg-type]
+            for q, v, e in zip(qs, vals, labeled, strict=True)
+        ]
+        for key in sorted({k for v in vals if v for k in v}):
+            if not all(key in v for v in vals if v):
+                continue
+            rule = semantic_rule(meaning, rows, key)
+            if rule is None:
+                continue
+            acc = train_accuracy(rule, rows)
+            cv = _loo(meaning, rows, key)
+            out.append(RankedMeasurement(spec, key, rule, cv, acc, 1.0, separation(rule, rows)))
+    out.sort(
+        key=lambda r: (
+            -r.cv_acc,
+            CATALOG[r.spec.primitive].group not in prefer,
+            -relevance(words, r.spec.describe(r.key), CATALOG[r.spec.primitive].summary),
+            -r.separation,
+            len(r.spec.params),
+            r.spec.describe(r.key),
+        )
+    )
+    return out
