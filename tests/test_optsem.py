@@ -41,6 +41,7 @@ BME = ("Beginning", "Middle", "End")
         (("positive", "negative"), ("direction", ("negative", "positive"))),
         (("Yes", "No"), None),
         (("Middle", "End"), None),  # positions without the start of the series
+        (("the first series", "the second series"), None),
         (("Series 1 has higher variance", "Series 2 has higher variance"), None),
         (("upward", "flat"), None),  # a direction needs both signs
         (("Beginning", "Middle", "End", "Nowhere"), None),

@@ -138,8 +138,8 @@ def option_semantics(options: Sequence[str]) -> tuple[str, tuple[str, ...]] | No
         got = [read(w) for w in words]
         if any(g is None for g in got) or len(set(got)) != len(got):
             continue
-        if name == "position" and 0 not in got:
-            continue
+        if name == "position" and (0 not in got or any("series" in w for w in words)):
+            continue  # "the first series / the second series" name series, not positions
         if name == "direction" and not {-1, 1} <= set(got):
             continue
         order = tuple(lab for _, lab in sorted(zip(got, labels, strict=True)))
