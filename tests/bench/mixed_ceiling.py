@@ -15,7 +15,8 @@ is how well its rules transfer to new questions of the same kinds:
   one with the best train accuracy kept. What the catalog and the rule shapes can do with plenty of
   rows;
 * ``perfect_dispatch``: per fit seed and true kind, the shipped few-shot search
-  (:func:`tsevo.roles.builtin.kindplan._search`: concept groups, then the whole catalog) on that
+  (:func:`tsevo.roles.builtin.kindplan._search`: the rules options that name positions or
+  directions fix, then concept groups, then the whole catalog) on that
   seed's 3-6 train rows of the kind; the base answer stays where the rule does not recover more
   rows than the base answerer (the planner's ``min_gain``). The builtin learner with kinds given;
 * ``unsupervised_kinds``: per fit seed, :func:`tsevo.roles.builtin.kindplan.plan_kinds` on one
