@@ -151,9 +151,9 @@ class RecordingPlanner:
         )
         return self.inner.plan(dossier, feedback)
 
-    def support_request(self, members: Sequence[Any]) -> Any:
+    def support_request(self, members: Sequence[Any], train: Sequence[Any] = ()) -> Any:
         """Delegate, so the recorded run splits its buckets as the plain planner does."""
-        return request_support(self.inner, members)
+        return request_support(self.inner, members, train)
 
 
 class RecordingSynthesizer:
@@ -221,12 +221,15 @@ def run_inprocess(
     """Run ``evolve`` in this process into ``tmp_root()/name`` (same config as the CLI would write)."""
     from tsevo.evolve.config import ProtocolConfig
     from tsevo.evolve.run import evolve
+    from tsevo.evolve.support import SupportConfig
 
     suite = suite if suite is not None else tiny_suite(seed)
     clock = _Clock()
     roles = roles if roles is not None else recording_roles(clock)
     out = tmp_root() / name
     logs: list[str] = []
+    # the pinned tiny stories were found under the paper's split (asks: tests/test_support.py)
+    cfg_kw.setdefault("support", SupportConfig(planner_requests=False))
     cfg = ProtocolConfig(rounds=rounds, seed=seed, root="empty", **cfg_kw)
     res = evolve(
         suite,
@@ -265,6 +268,8 @@ def tsevo_cmd(out: Path, seed: int = SEED, rounds: int = 1) -> list[str]:
         str(rounds),
         "--out",
         str(out),
+        "--set",
+        "support.planner_requests=false",
         "--quiet",
     ]
 

@@ -3,7 +3,11 @@ from pathlib import Path
 
 import pytest
 
+from tsevo.evolve.support import SupportConfig
 from tsevo.studies import grid_points, load_spec, run_spec
+
+#: the notebooks (and so these studies) run the paper's split unless ``support_asks`` is set
+PAPER = SupportConfig(planner_requests=False)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,7 +59,7 @@ def test_marachain_spec_runs_the_benchmarks_arms_on_dev_seeds():
     for p in points:
         cfg = MaraChainStudyConfig.from_params(p)  # the notebook's config takes every point
         bench = ProtocolConfig.from_params(
-            ARMS[p["arms"]], base=ProtocolConfig(rounds=1, seed=p["seed"])
+            ARMS[p["arms"]], base=ProtocolConfig(rounds=1, seed=p["seed"], support=PAPER)
         )
         assert cfg.protocol() == bench and cfg.suite_ref == f"synthetic:mixed:seed={p['seed']}"
 
@@ -73,7 +77,9 @@ def test_taxonomy_spec_runs_every_arm_of_one_dev_seed_per_cell():
         cfg = TaxonomyStudyConfig.from_params(p)  # the notebook's config takes every point
         assert cfg.arm_list()[0] == "none" and set(cfg.arm_list()) == set(TAXONOMY_ARMS)
         assert cfg.suite_ref == f"synthetic:mixed:seed={p['seed']}"
-        assert cfg.base_config().protocol() == ProtocolConfig(rounds=1, seed=p["seed"])
+        assert cfg.base_config().protocol() == ProtocolConfig(
+            rounds=1, seed=p["seed"], support=PAPER
+        )
         coded = cfg.arm_protocol("coded", "t.json")
         assert coded.taxonomy.allow_unaccepted and coded.taxonomy.diagnoses == "instead"
         assert coded.replace(taxonomy=ProtocolConfig().taxonomy) == cfg.base_config().protocol()

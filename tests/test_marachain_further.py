@@ -25,6 +25,7 @@ from tsevo.analysis.marachain import (
     selection_optimism_df,
 )
 from tsevo.evolve import ProtocolConfig, evolve
+from tsevo.evolve.support import SupportConfig
 from tsevo.marachain import ChainLedger, MaraConfig, PoolMember, sample
 from tsevo.notebook import make_synthetic_suite
 
@@ -50,9 +51,11 @@ def _redraw(snapshot: dict[str, Any], cfg: ProtocolConfig, event: str, keep: Any
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.mktemp("further")
-    more = ProtocolConfig(seed=5, marachain=MaraConfig(depth=1, chains_per_group=2))
+    paper = SupportConfig(planner_requests=False)  # group g3's story is under the paper's split
+    more = ProtocolConfig(seed=5, support=paper, marachain=MaraConfig(depth=1, chains_per_group=2))
     polish = ProtocolConfig(
         seed=5,
+        support=paper,
         prefilter_early_stop=1.0,
         marachain=MaraConfig(depth=3, start="last", polish_steps=1),
     )

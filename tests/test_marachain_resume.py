@@ -173,12 +173,15 @@ def _kill_after_ledger_append(key: str) -> Callable[[], None]:
 def drive(out: Path) -> dict[str, Any]:
     """Run every phase under ``out``; returns what the test checks (statuses, log snapshots)."""
     from tsevo.evolve.config import ProtocolConfig
+    from tsevo.evolve.support import SupportConfig
     from tsevo.marachain import MaraConfig
 
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     cfg = out / "config.json"
-    ProtocolConfig(marachain=MaraConfig(depth=DEPTH)).save(cfg)
+    # the paper's split: the chain story this test kills was found under it
+    paper = SupportConfig(planner_requests=False)
+    ProtocolConfig(marachain=MaraConfig(depth=DEPTH), support=paper).save(cfg)
     start, ref, killed = out / "S", out / "R", out / "K"
     report: dict[str, Any] = {"phases": [], "snapshots": []}
     rc = _phase(_argv(cfg, start), _kill_after_event("plan"))

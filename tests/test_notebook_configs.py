@@ -17,6 +17,7 @@ import pytest
 from tsevo import analysis, studies, widgets
 from tsevo import notebook as nb
 from tsevo.evolve import ProtocolConfig
+from tsevo.evolve.support import SupportConfig
 from tsevo.roles import RoleSet
 from tsevo.store import RunStore
 
@@ -61,8 +62,11 @@ def test_every_config_shares_the_base(cls: type) -> None:
 
 def test_the_base_builds_the_protocol_and_the_roles(tmp_path: Path) -> None:
     cfg = nb.QuickstartConfig(seed=7, rounds=2)
-    assert cfg.protocol() == ProtocolConfig(rounds=2, seed=7)
-    assert nb.GateConfig(seed=3).protocol() == ProtocolConfig(rounds=1, seed=3)
+    paper = SupportConfig(planner_requests=False)  # the notebooks narrate the paper's split
+    assert cfg.protocol() == ProtocolConfig(rounds=2, seed=7, support=paper)
+    assert nb.GateConfig(seed=3).protocol() == ProtocolConfig(rounds=1, seed=3, support=paper)
+    asks = nb.QuickstartConfig(support_asks=True).protocol()
+    assert asks == ProtocolConfig(rounds=1, seed=5) and asks.support.planner_requests
     assert cfg.suite_ref == "synthetic:tiny:seed=7"
     with cfg.roles() as roles:
         assert roles.backend == "builtin"
@@ -250,7 +254,8 @@ def test_chain_study_arms_reuse_the_stage_and_chain_notebooks_runs(
     assert cfg.arm_protocol("chain") == nb.MaraChainsConfig().protocol()
     assert cfg.arm_run_path("chain") == nb.MaraChainsConfig().run_path()
     kd = cfg.arm_protocol("discard_k_plus_d")
-    assert kd == ProtocolConfig(rounds=1, seed=5, max_synthesis_attempts=6)
+    paper = SupportConfig(planner_requests=False)
+    assert kd == ProtocolConfig(rounds=1, seed=5, max_synthesis_attempts=6, support=paper)
     assert cfg.arm_run_path("discard_k_plus_d") == tmp_path / "run-attempts6"
     # another protocol never lands in another protocol's folder
     strongest = nb.MaraChainStudyConfig(start="strongest", attempts=4)

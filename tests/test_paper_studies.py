@@ -20,6 +20,7 @@ from tsevo import notebook as nb
 from tsevo import studies, widgets
 from tsevo.data.synthetic import make_suite
 from tsevo.evolve import ProtocolConfig, evolve
+from tsevo.evolve.support import SupportConfig
 from tsevo.roles import RoleSet
 from tsevo.roles.llm.config import LLMConfig, RoleConfigs
 from tsevo.store import RunStore
@@ -266,7 +267,8 @@ def test_study_configs_validate_and_keep_their_runs_apart(monkeypatch: Any) -> N
         nb.AblationStudyConfig(ablation="w/o everything")
     full = nb.AblationStudyConfig()
     assert full.run_path() == Path(nb.DEFAULT_RUN_DIR)
-    assert full.protocol() == ProtocolConfig(seed=full.seed)
+    paper = SupportConfig(planner_requests=False)  # the notebooks' split
+    assert full.protocol() == ProtocolConfig(seed=full.seed, support=paper)
     gate = nb.AblationStudyConfig(ablation="w/o gate")
     assert gate.protocol().ablation.gate is False
     assert gate.run_path() == Path(nb.DEFAULT_RUN_DIR + "-ablation-w-o-gate")

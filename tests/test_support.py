@@ -17,14 +17,17 @@ from tsevo.evolve.plan import split_bucket
 from tsevo.evolve.support import SupportConfig, granted_support, request_support
 from tsevo.roles.builtin import MeasurementPlanner
 from tsevo.roles.builtin.kindplan import KindPlanSettings, support_request
+from tsevo.roles.builtin.kinds import KindIndex
 
 ON = SupportConfig(planner_requests=True)
+OFF = SupportConfig(planner_requests=False)
 
 
 def test_without_a_request_or_by_default_the_split_is_the_protocols() -> None:
     for n in (1, 2, 3, 7, 24, 25, 200):
         assert granted_support(n, 12, ON, None) == min(12, math.ceil(n / 2))
-    assert granted_support(40, 12, SupportConfig(), (1.0, 40)) == 12  # asks are off by default
+    assert granted_support(40, 12, SupportConfig(), (1.0, 40)) == 34  # asks are on by default
+    assert granted_support(40, 12, OFF, (1.0, 40)) == 12  # the paper's split
 
 
 def test_a_request_is_granted_within_the_bounds_and_always_leaves_one_held_out() -> None:
@@ -66,7 +69,7 @@ def test_the_split_honours_a_granted_request_and_stays_disjoint() -> None:
     assert (len(asked.support), len(asked.held_out)) == (26, 4)
     assert asked.support[:12] == plain.support  # the same seeded order, a longer prefix
     assert not set(asked.support) & set(asked.held_out)
-    off = ProtocolConfig()
+    off = ProtocolConfig(support=OFF)
     assert split_bucket(bucket, off, request=(1.0, 30)) == plain  # type: ignore[arg-type]
 
 
@@ -100,10 +103,10 @@ def test_an_llm_planner_never_asks() -> None:
 def test_tsevo_evolve_sets_knobs_on_top_of_its_config(tmp_path: Path) -> None:
     parser = build_parser()
     head = ["evolve", "--suite", "synthetic:tiny", "--out", str(tmp_path / "r")]
-    sets = ["--set", "support.planner_requests=true", "--set", "support.max_rows=30"]
+    sets = ["--set", "support.planner_requests=false", "--set", "support.max_rows=30"]
     args = parser.parse_args([*head, *sets])
     cfg = evolve_config(args)
-    assert cfg.support == SupportConfig(planner_requests=True, max_rows=30)
+    assert cfg.support == SupportConfig(planner_requests=False, max_rows=30)
     saved = ProtocolConfig(seed=3).save(tmp_path / "c.json")
     args = parser.parse_args(
         [*head, "--seed", "3", "--config", str(saved), "--set", "planner_background=20"]
@@ -113,3 +116,22 @@ def test_tsevo_evolve_sets_knobs_on_top_of_its_config(tmp_path: Path) -> None:
         args = parser.parse_args([*head, "--set", bad])
         with pytest.raises(SystemExit, match="--set"):
             evolve_config(args)
+
+
+def test_the_builtin_planner_asks_only_when_the_train_split_has_few_questions_per_kind(
+    mixed_train: list[Question],
+) -> None:
+    planner = MeasurementPlanner()
+    many = [QuestionView.of(q, q.id) for q in mixed_train[:40]]
+    everything = [QuestionView.of(q, q.id) for q in mixed_train]  # 3-6 per kind, two phrasings
+    assert planner.support_request(many, everything) == (1.0, 40)
+    default = make_suite("default", seed=11)
+    train = [QuestionView.of(q, q.id) for q in default if default.splits.get(q.id) == "train"]
+    index = KindIndex(train)
+    rare = [q for q in train if len(index.by_id[index.of[q.id]].members) <= 2]
+    assert len(rare) >= 10 and len({index.of[q.id] for q in rare}) >= 6
+    # a bucket of the default preset's rare stragglers looks like the few-examples regime alone,
+    # but its train split holds about 15 questions per kind: the protocol's split stays
+    assert planner.support_request(rare) == (1.0, len(rare))
+    assert planner.support_request(rare, train) is None
+    assert support_request(KindPlanSettings(few_rows=20.0), rare, train) == (1.0, len(rare))

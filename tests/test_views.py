@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 from dataclasses import fields
 from pathlib import Path
@@ -91,7 +92,9 @@ def test_library_ignores_source_ids_metadata_and_subtask(tmp_path: Path) -> None
     res: Any = evolve(
         rk,
         roles=RoleSet.builtin(),
-        config=ProtocolConfig(seed=rf.SEED),
+        config=ProtocolConfig.from_dict(
+            json.loads((ref.path / "config.json").read_text())["protocol"]
+        ),
         out=out,
         log=lambda s: None,
     )

@@ -111,10 +111,12 @@ def split_buckets(
     With ``support.planner_requests`` off (the default) the planner is not asked at all.
     """
     splits = {}
+    views = [ids.view(q) for q in train.values()] if cfg.support.planner_requests else []
     for b in buckets:
         request = None
         if cfg.support.planner_requests:
-            request = request_support(planner, [ids.view(train[q]) for q in b.members])
+            members = [ids.view(train[q]) for q in b.members]
+            request = request_support(planner, members, views)
         splits[b.id] = split_bucket(b, cfg, ids, request)
     return splits
 

@@ -13,6 +13,7 @@ from tsevo.analysis import rounds_in
 from tsevo.data import Suite
 from tsevo.data.synthetic import make_suite
 from tsevo.evolve import ProtocolConfig, evolve
+from tsevo.evolve.support import SupportConfig
 from tsevo.roles import RoleSet
 from tsevo.roles.llm.config import RoleConfigs
 from tsevo.store import RunLayout, RunStore
@@ -58,6 +59,9 @@ class NotebookConfig:
     """LLM requests in flight; llm backend only."""
     cache_mode: str = "read_write"
     """LLM response cache in the run folder: read_write | replay | off; llm backend only."""
+    support_asks: bool = False
+    """Grant the builtin planner's asks for more of a bucket as support (``support.planner_requests``;
+    on by default in ``tsevo evolve``). Off here: the stage notebooks narrate the paper's split."""
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -113,7 +117,11 @@ class NotebookConfig:
 
     def protocol(self) -> ProtocolConfig:
         """The protocol config a run created for this notebook is evolved with."""
-        return ProtocolConfig(rounds=self.rounds_to_run(), seed=self.seed)
+        return ProtocolConfig(
+            rounds=self.rounds_to_run(),
+            seed=self.seed,
+            support=SupportConfig(planner_requests=self.support_asks),
+        )
 
     def suite(self) -> Suite:
         """The synthetic suite a run created for this notebook answers."""

@@ -64,6 +64,10 @@ class KindPlanSettings:
             measurement per bucket, focused on that kind.
         few_errors: A bucket whose kinds hold at most this many of its errors (median) is in the
             few-examples regime: the planner asks for most of it as support (:func:`support_request`).
+        few_rows: ... and so is a train split whose questions' kinds hold at most this many of its
+            questions (median over questions): a suite of many kinds with a handful of training
+            questions each. A split with many questions per kind (the ``default`` preset: 15)
+            keeps the protocol's split even for a bucket of its rare stragglers.
         option_rules: Options that name positions or directions ("Beginning / Middle / End",
             "upward / downward") are first read by the rule they fix, searched over the whole
             catalog (:mod:`.optsem`); kinds under the same such options pool their rows.
@@ -84,6 +88,7 @@ class KindPlanSettings:
     pool: bool = True
     max_kind_share: float = 0.25
     few_errors: float = 3.0
+    few_rows: float = 6.0
 
 
 def _labelled(dossier: Dossier) -> list[Example]:
@@ -169,17 +174,23 @@ def _accuracy(ranker: _Ranker, best: Any, ex: Sequence[Example]) -> float:
 
 
 def support_request(
-    settings: KindPlanSettings, members: Sequence[QuestionView]
+    settings: KindPlanSettings,
+    members: Sequence[QuestionView],
+    train: Sequence[QuestionView] = (),
 ) -> tuple[float, int] | None:
-    """Ask for most of a bucket as support when it mixes many question kinds.
+    """Ask for most of a bucket as support when it mixes many question kinds with few examples each.
 
     Such a bucket is planned one branch per kind, and when each kind holds a handful of its errors
     (``few_errors``, the median over kinds) every error held out for the prefilter is a row its rule
-    is not fitted on (:mod:`tsevo.evolve.support`; the protocol config bounds what is granted). Reads
-    the members' wording only. A bucket one kind dominates (planned one measurement per bucket), or
-    whose kinds each have many errors, keeps the protocol's split.
+    is not fitted on (:mod:`tsevo.evolve.support`; the protocol config bounds what is granted). A
+    bucket one kind dominates (planned one measurement per bucket), or whose kinds each have many
+    errors, keeps the protocol's split; so does every bucket when ``train`` (the whole train split)
+    has many questions per kind (``few_rows``): there a kind's errors are many even when one
+    bucket collects a few of them. Reads wording only, never gold or answers.
     """
     if len(members) < 2:
+        return None
+    if train and statistics.median(_kind_sizes(train)) > settings.few_rows:
         return None
     sizes = [len(k.members) for k in KindIndex(members).kinds]
     if max(sizes) > settings.max_kind_share * len(members):
@@ -187,6 +198,12 @@ def support_request(
     if statistics.median(sizes) > settings.few_errors:
         return None
     return 1.0, len(members)
+
+
+def _kind_sizes(questions: Sequence[QuestionView]) -> list[int]:
+    """For each question, how many of ``questions`` share its kind."""
+    index = KindIndex(questions)
+    return [len(index.by_id[index.of[q.id]].members) for q in questions if q.id in index.of]
 
 
 def plan_kinds(

@@ -87,9 +87,11 @@ class MeasurementPlanner:
         self.kinds = kinds
 
     # ------------------------------------------------------------------ search
-    def support_request(self, members: Sequence[QuestionView]) -> tuple[float, int] | None:
+    def support_request(
+        self, members: Sequence[QuestionView], train: Sequence[QuestionView] = ()
+    ) -> tuple[float, int] | None:
         """Most of a bucket as support when it mixes many question kinds (:func:`.support_request`)."""
-        return None if self.kinds is None else support_request(self.kinds, members)
+        return None if self.kinds is None else support_request(self.kinds, members, train)
 
     def prepare(self, dossiers: Sequence[Dossier], workers: int = 1) -> int:
         """Warm the measurement cache for every row the dossiers show, in parallel processes.
