@@ -224,6 +224,21 @@ def test_prune_record_round_trips_and_checks_its_inputs() -> None:
         PruneRecord.build(retest, s, plan, retest)
 
 
+def test_a_prune_that_only_narrows_composite_branches_is_retested_and_recorded() -> None:
+    base, cand = _arms()
+    s = attribute(base, cand, [Attribution("q3", ("t1",)), Attribution("q4", ("t1",))])
+    empty = plan_prune({"t1": (0, 1)}, {}, CFG)  # no clearly harmful update
+    branch = {"tool": "t1", "removed_branches": [2], "kinds": 3, "branch_stats": {"b2": [0, 1]}}
+    first, retest = gate(100, 3, 0), gate(100, 8, 0)
+    with pytest.raises(ValueError, match="needs its one retest"):
+        PruneRecord.build(first, s, empty, None, [branch])
+    rec = PruneRecord.build(first, s, empty, retest, [branch])
+    assert rec.accepted and rec.outcome.startswith("pruned 0 update(s) and 1 branch(es) of 1")
+    assert rec.to_dict()["branches"] == [branch]
+    assert PruneRecord.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
+    assert "branches" not in PruneRecord.build(first, s, empty, None).to_dict()  # older bytes
+
+
 # ---- properties -------------------------------------------------------------------------
 
 ids = st.sampled_from([f"u{i}" for i in range(8)])

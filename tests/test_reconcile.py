@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tsevo.agent import AnswerRecord, StageStep, ToolRun
-from tsevo.evolve.reconcile import reconcile_scopes
+from tsevo.evolve.reconcile import narrow_branches, reconcile_scopes
 from tsevo.library import Library, Matcher, Scope, Stage, Tool
 
 KINDS = tuple(Matcher(require=(w,)) for w in ("trend", "spike", "cycle"))
@@ -100,3 +100,26 @@ def test_a_task_where_a_tool_harmed_more_than_it_helped_leaves_its_scope() -> No
             "stats": {"a": [1, 1, 0], "b": [2, 0, 2]},
         }
     ]
+
+
+def test_narrow_branches_leaves_tasks_to_the_accepted_librarys_reconciliation() -> None:
+    comp = Tool("r1.g1.a1", source=SRC, scope=Scope(tasks=("a", "b"), kinds=KINDS))
+    base, cand = {}, {}
+    rows = [("a", "helped", {"b1_x": 1.0}), ("a", "helped", {"b1_x": 3.0})]
+    rows += [("b", "harmed", {"b2_z": 1.0}), ("b", "harmed", {"b1_x": 2.0})]
+    for i, (task, flip, outputs) in enumerate(rows):
+        b, c = _pair(f"q{i}", "r1.g1.a1", flip, outputs, task=task)
+        base[b.qid], cand[c.qid] = b, c
+    lib, edits = narrow_branches(_lib(comp), base, cand)
+    (tool,) = lib.stages[-1].tools
+    assert tool.scope.tasks == ("a", "b") and tool.scope.kinds == (KINDS[0], KINDS[2])
+    assert edits == [
+        {
+            "tool": "r1.g1.a1",
+            "removed_branches": [2],
+            "kinds": 2,
+            "branch_stats": {"b1": [2, 1], "b2": [0, 1]},
+        }
+    ]
+    full, _ = reconcile_scopes(_lib(comp), base, cand)
+    assert full.stages[-1].tools[0].scope.tasks == ("a",)  # b: 0 helped, 2 harmed

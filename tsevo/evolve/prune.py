@@ -14,7 +14,12 @@ which; this module takes them as :class:`Attribution` records.
 *Clearly harmful* means ``m_u >= 2`` and ``m_u > 2 * h_u`` (``prune_min_harm``,
 ``prune_harm_ratio``); thin or mixed evidence is left alone. The harmful updates and their
 dependents (transitively) are removed in one transaction, the pruned library is retested once, and
-it deploys only on a strictly better ``delta_lb`` together with a passing gate. There is never a
+it deploys only on a strictly better ``delta_lb`` together with a passing gate. In the same
+transaction, composite tools (one branch per question kind) lose the kind matchers of the branches
+that stood behind at least one harmed validation question and no more helped ones
+(:func:`tsevo.evolve.reconcile.narrow_branches`, the rule scope reconciliation applies to an
+accepted library): a composite's branches read different question kinds, so one harmful branch
+would otherwise sink, or be kept with, every other. There is never a
 second prune: AUTO_PRUNE is off (``ProtocolConfig.auto_prune`` can only be ``False``), and
 :func:`plan_prune` refuses when told a prune already ran.
 """
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from tsevo.agent import AnswerRecord
 from tsevo.evolve.attribution import Attribution, AttributionSummary, UpdateCounts, attribute
 from tsevo.evolve.config import ProtocolConfig, exact
 from tsevo.evolve.gate import GateDecision
@@ -44,6 +50,7 @@ __all__ = [
     "clearly_harmful",
     "dependents",
     "plan_prune",
+    "update_attributions",
 ]
 
 
@@ -284,6 +291,8 @@ class PruneRecord:
         retest: The retest of the pruned library (``None`` when nothing was removed).
         accepted: Whether the pruned library deploys.
         outcome: One line saying what happened.
+        branches: Composite tools' branch edits of the same transaction (one per narrowed tool,
+            :func:`tsevo.evolve.reconcile.narrow_branches`).
     """
 
     first: GateDecision
@@ -292,6 +301,7 @@ class PruneRecord:
     retest: GateDecision | None
     accepted: bool
     outcome: str
+    branches: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def build(
@@ -300,6 +310,7 @@ class PruneRecord:
         attribution: AttributionSummary,
         plan: PrunePlan,
         retest: GateDecision | None,
+        branches: Sequence[Mapping[str, Any]] = (),
     ) -> PruneRecord:
         """Assemble the record and decide acceptance with :func:`accept_pruned`.
 
@@ -307,8 +318,10 @@ class PruneRecord:
             first: The rejecting gate decision.
             attribution: The per-update counts.
             plan: The plan from :func:`plan_prune`.
-            retest: The retest decision, or ``None`` when the plan removed nothing, or everything
-                (the pruned library is then the current one: a rollback without a retest).
+            retest: The retest decision, or ``None`` when the plan removed nothing and narrowed no
+                branch, or removed everything (the pruned library is then the current one: a
+                rollback without a retest).
+            branches: Branch edits of composite tools in the same transaction.
 
         Raises:
             PruneError: If ``first`` was not a rejection.
@@ -317,7 +330,8 @@ class PruneRecord:
         """
         if first.path != "rejected":
             raise PruneError(f"a prune follows only a rejected gate, not {first.path!r}")
-        if plan.empty:
+        edits = tuple(dict(b) for b in branches)
+        if plan.empty and not edits:
             if retest is not None:
                 raise ValueError("an empty prune plan has no retest")
             return cls(first, attribution, plan, None, False, "no clearly harmful update: rollback")
@@ -333,19 +347,23 @@ class PruneRecord:
         if retest is None:
             raise ValueError("a non-empty prune plan needs its one retest")
         ok = accept_pruned(first, retest)
+        what = f"pruned {len(plan.removed)} update(s)"
+        if edits:
+            n = sum(len(e.get("removed_branches", ())) for e in edits)
+            what += f" and {n} branch(es) of {len(edits)} composite tool(s)"
         if ok:
             outcome = (
-                f"pruned {len(plan.removed)} update(s); retest passed ({retest.path}) with "
+                f"{what}; retest passed ({retest.path}) with "
                 f"delta_lb {_lb(retest):.4f} > {_lb(first):.4f}: deploy"
             )
         elif not retest.passed:
-            outcome = f"pruned {len(plan.removed)} update(s); retest {retest.path}: rollback"
+            outcome = f"{what}; retest {retest.path}: rollback"
         else:
             outcome = (
-                f"pruned {len(plan.removed)} update(s); retest passed but delta_lb "
+                f"{what}; retest passed but delta_lb "
                 f"{_lb(retest):.4f} <= {_lb(first):.4f}: rollback"
             )
-        return cls(first, attribution, plan, retest, ok, outcome)
+        return cls(first, attribution, plan, retest, ok, outcome, edits)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the record as a JSON-friendly dict."""
@@ -356,6 +374,7 @@ class PruneRecord:
             "retest": None if self.retest is None else self.retest.to_dict(),
             "accepted": self.accepted,
             "outcome": self.outcome,
+            **({"branches": [dict(b) for b in self.branches]} if self.branches else {}),
         }
 
     @classmethod
@@ -369,4 +388,29 @@ class PruneRecord:
             retest=None if retest is None else GateDecision.from_dict(retest),
             accepted=bool(data["accepted"]),
             outcome=str(data["outcome"]),
+            branches=tuple(dict(b) for b in data.get("branches") or ()),
         )
+
+
+def update_attributions(
+    survivors: Sequence[Tool], base: Mapping[str, AnswerRecord], cand: Mapping[str, AnswerRecord]
+) -> list[Attribution]:
+    """Which of this round's updates were responsible for each candidate answer.
+
+    Tools and usage guidance: credited when they drove a replacement (the trace's ``replaced_by``).
+    Scope overrides and tombstones: credited when the earlier tool they target decided the current
+    library's answer and no longer fires (they help or harm by preventing a fire).
+    """
+    new_ids = {t.id for t in survivors}
+    overrides = [t for t in survivors if t.kind in ("scope_override", "tombstone")]
+    out = []
+    for q, rec in cand.items():
+        resp = set(rec.replaced_by) & new_ids
+        b = base.get(q)
+        if b is not None:
+            for t in overrides:
+                if t.target in b.replaced_by and t.target not in rec.tools_ok:
+                    resp.add(t.id)
+        if resp:
+            out.append(Attribution(q, tuple(sorted(resp))))
+    return out

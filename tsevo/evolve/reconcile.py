@@ -31,7 +31,7 @@ from tsevo.agent import AnswerRecord
 from tsevo.library.library import Library, Stage
 from tsevo.library.tool import Tool
 
-__all__ = ["reconcile_scopes"]
+__all__ = ["narrow_branches", "reconcile_scopes"]
 
 _BRANCH = re.compile(r"^b(\d+)_")
 
@@ -59,8 +59,13 @@ def reconcile_scopes(
     library: Library,
     base: Mapping[str, AnswerRecord],
     cand: Mapping[str, AnswerRecord],
+    *,
+    tasks: bool = True,
 ) -> tuple[Library, list[dict[str, Any]]]:
-    """Return the reconciled library (last stage edited) and one edit record per changed tool."""
+    """Return the reconciled library (last stage edited) and one edit record per changed tool.
+
+    ``tasks=False`` narrows composite tools' branches only (:func:`narrow_branches`).
+    """
     last = library.stages[-1]
     composite = {t.id for t in last.tools if t.kind == "tool" and len(t.scope.kinds) > 1}
     per: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
@@ -85,7 +90,7 @@ def reconcile_scopes(
     for t in last.tools:
         edit: dict[str, Any] = {}
         stats = per.get(t.id, {})
-        if t.kind == "tool" and stats:
+        if tasks and t.kind == "tool" and stats:
             t, edit = _narrow_tasks(t, stats)
         if t.id in by_branch:
             t, kinds_edit = _narrow_kinds(t, by_branch[t.id])
@@ -97,6 +102,20 @@ def reconcile_scopes(
         return library, []
     new_last = Stage(last.round, tuple(tools), last.label, last.notes)
     return replace(library, stages=(*library.stages[:-1], new_last)), edits
+
+
+def narrow_branches(
+    library: Library,
+    base: Mapping[str, AnswerRecord],
+    cand: Mapping[str, AnswerRecord],
+) -> tuple[Library, list[dict[str, Any]]]:
+    """Drop the kind matchers of composite branches that harmed on validation (no task edits).
+
+    The one-shot prune applies it to a rejected candidate (:func:`tsevo.evolve.round.prune`):
+    ``cand`` holds the candidate's validation records, so the counts are those of the library the
+    branches ran in.
+    """
+    return reconcile_scopes(library, base, cand, tasks=False)
 
 
 def _narrow_tasks(t: Tool, stats: Mapping[str, list[int]]) -> tuple[Tool, dict[str, Any]]:

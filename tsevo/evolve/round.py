@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
 
-from tsevo.agent import AnswerRecord
 from tsevo.data import Suite
 from tsevo.library.library import Library, Stage
 from tsevo.library.tool import Tool
@@ -48,8 +47,15 @@ from .plan import (
     local_plans,
     split_buckets,
 )
-from .prune import Attribution, PruneRecord, accept_pruned, attribute, dependents, plan_prune
-from .reconcile import reconcile_scopes
+from .prune import (
+    PruneRecord,
+    accept_pruned,
+    attribute,
+    dependents,
+    plan_prune,
+    update_attributions,
+)
+from .reconcile import narrow_branches, reconcile_scopes
 from .result import RoundResult
 from .steps import RoundContext, Step, StepResult, run_steps
 from .synthesize import AttemptRecord, GroupOutcome, run_group
@@ -335,19 +341,25 @@ def prune(ctx: RoundContext) -> StepResult:
     attr = attribute(
         outcomes(ctx.base_val),
         outcomes(ctx.cand_val),
-        _attributions(ctx.survivors, ctx.base_val, ctx.cand_val),
+        update_attributions(ctx.survivors, ctx.base_val, ctx.cand_val),
         updates=[t.id for t in ctx.survivors],
     )
     pplan = plan_prune(attr.by_update, dependents(ctx.survivors), ctx.cfg, already_pruned=False)
     retest = None
     pruned_lib = None
     val_qs = list(ctx.val)
-    if not pplan.empty and not pplan.removes_all:
+    branches: list[dict[str, Any]] = []
+    if not pplan.removes_all:
         pruned_lib = ctx.candidate.without(pplan.removed)
-        retest = gate_between(
-            ctx.base_val, ctx.evaluator.answer("val", pruned_lib, val_qs), ctx.cfg
-        )
-    rec = ctx.prune = PruneRecord.build(g, attr, pplan, retest)
+        if ctx.cfg.ablation.scope:  # and composite tools' harmful branches (w/o scope: no kinds)
+            pruned_lib, branches = narrow_branches(pruned_lib, ctx.base_val, ctx.cand_val)
+        if pplan.empty and not branches:
+            pruned_lib = None
+        else:
+            retest = gate_between(
+                ctx.base_val, ctx.evaluator.answer("val", pruned_lib, val_qs), ctx.cfg
+            )
+    rec = ctx.prune = PruneRecord.build(g, attr, pplan, retest, branches)
     ctx.write_json("prune", rec.to_dict())
     ctx.funnel.pruned = len(pplan.removed)
     if pruned_lib is not None and retest is not None and accept_pruned(g, retest):
@@ -368,30 +380,6 @@ def prune(ctx: RoundContext) -> StepResult:
 
 def _lb(d: GateDecision) -> float:
     return -math.inf if d.delta_lb is None else d.delta_lb
-
-
-def _attributions(
-    survivors: Sequence[Tool], base: Mapping[str, AnswerRecord], cand: Mapping[str, AnswerRecord]
-) -> list[Attribution]:
-    """Which of this round's updates were responsible for each candidate answer.
-
-    Tools and usage guidance: credited when they drove a replacement (the trace's ``replaced_by``).
-    Scope overrides and tombstones: credited when the earlier tool they target decided the current
-    library's answer and no longer fires (they help or harm by preventing a fire).
-    """
-    new_ids = {t.id for t in survivors}
-    overrides = [t for t in survivors if t.kind in ("scope_override", "tombstone")]
-    out = []
-    for q, rec in cand.items():
-        resp = set(rec.replaced_by) & new_ids
-        b = base.get(q)
-        if b is not None:
-            for t in overrides:
-                if t.target in b.replaced_by and t.target not in rec.tools_ok:
-                    resp.add(t.id)
-        if resp:
-            out.append(Attribution(q, tuple(sorted(resp))))
-    return out
 
 
 # 8. reconcile, final gate, chain write -----------------------------------------------------------
