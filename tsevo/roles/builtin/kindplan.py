@@ -190,12 +190,13 @@ def support_request(
     """
     if len(members) < 2:
         return None
-    if train and statistics.median(_kind_sizes(train)) > settings.few_rows:
-        return None
     sizes = [len(k.members) for k in KindIndex(members).kinds]
     if max(sizes) > settings.max_kind_share * len(members):
         return None
     if statistics.median(sizes) > settings.few_errors:
+        return None
+    # the whole split's index last: only the few buckets that would ask pay for it
+    if train and statistics.median(_kind_sizes(train)) > settings.few_rows:
         return None
     return 1.0, len(members)
 
