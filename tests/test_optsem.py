@@ -1,5 +1,6 @@
-"""Reading rules the option wording implies (positions and directions), and the kind planner's use of
-them: a handful of rows picks the measurement, and phrasings that share no word pool their rows."""
+"""Reading rules the option wording implies (positions, directions, and a Yes / No question's test
+verdict), and the kind planner's use of them: a handful of rows picks the measurement, and phrasings
+that share no word pool their rows."""
 
 from __future__ import annotations
 
@@ -14,10 +15,14 @@ from tsevo.roles.builtin import MeasurementPlanner
 from tsevo.roles.builtin.kindplan import KindPlanSettings, plan_kinds
 from tsevo.roles.builtin.measure import SpecCache
 from tsevo.roles.builtin.optsem import (
+    ALPHA,
     LOCATION_KEY,
+    P_VALUE_KEY,
     option_semantics,
     semantic_rank,
     semantic_rule,
+    significance_rule,
+    yes_no,
 )
 from tsevo.roles.builtin.rules import Row
 from tsevo.roles.protocols import Dossier, Example
@@ -156,3 +161,76 @@ def test_phrasings_that_share_no_word_pool_under_options_that_name_positions():
     # without the option rules, two rows per phrasing and no shared concept word: nothing served
     off = KindPlanSettings(max_kind_share=0.5, option_rules=False)
     assert plan_kinds(MeasurementPlanner(), d, off)[0] == []
+
+
+YN = ("Yes", "No")
+
+
+def test_a_yes_no_question_reads_a_p_value_at_the_conventional_level():
+    assert yes_no(("No", "Yes")) == ("no", "yes") and yes_no(("Yes", "Maybe")) is None
+    # gold 0 = "Yes": significant p-values mean yes on these rows
+    rows = _rows([0.001, 0.2, 0.03, 0.6], [0, 1, 0, 1], YN, "p")
+    rule = significance_rule(rows, "p")
+    assert rule is not None and rule.bins == (ALPHA,) and rule.labels == ("yes", "no")
+    assert semantic_rule(("significance", ("no", "yes")), rows, "p") == rule
+    # the side is the only fitted part: rows where a significant result means "no" flip it
+    flipped = significance_rule(_rows([0.001, 0.2, 0.03], [1, 0, 1], YN, "mk_p"), "mk_p")
+    assert flipped is not None and flipped.labels == ("no", "yes")
+    # only keys named as p-values, reading as ones: an order or a statistic is not a verdict
+    assert significance_rule(_rows([0.01, 0.2], [0, 1], YN, "stat"), "stat") is None
+    assert significance_rule(_rows([0.0, 1.0, 1.0], [0, 1, 1], YN, "p"), "p") is None
+    assert significance_rule(_rows([0.01, 1.7], [0, 1], YN, "ks_p"), "ks_p") is None
+    assert P_VALUE_KEY.search("p_a_to_b") and P_VALUE_KEY.search("levene_p")
+    assert not P_VALUE_KEY.search("peak") and not P_VALUE_KEY.search("top_period")
+
+
+def _stationary(qid: str, text: str, yes: bool, seed: int, n: int = 160) -> Example:
+    rng = np.random.default_rng(seed)
+    e = rng.standard_normal(n)
+    y = e if yes else np.cumsum(e)
+    q = Question(
+        id=qid,
+        source="test",
+        task="mixed",
+        question=text,
+        options=YN,
+        series={"X": y},
+        primary=("X",),
+        gold=0 if yes else 1,
+    )
+    return Example(QuestionView.of(q, "v" + qid), q.gold, _Rec(final_answer=1 - int(q.gold)))
+
+
+def test_a_test_verdict_is_searched_only_among_the_tests_the_words_name():
+    text = "Is X stationary?"
+    train = [_stationary(f"t{i}", text, y, i) for i, y in enumerate((True, False, True, False))]
+    cache = SpecCache()
+    ranked = semantic_rank(
+        cache, train, words=frozenset({"stationary"}), prefer=frozenset({"stationarity"})
+    )
+    assert ranked and ranked[0].cv_acc == 1.0
+    best = ranked[0]
+    assert best.spec.primitive in ("adf", "kpss", "variance_ratio", "integration_order")
+    assert best.rule.bins == (ALPHA,)
+    new = [_stationary(f"n{i}", text, i % 2 == 0, 100 + i) for i in range(10)]
+    hits = sum(
+        apply_rule(best.rule, cache.get(best.spec, e.question), YN).option == e.gold for e in new
+    )
+    assert hits >= 9
+    # no concept named: hundreds of tests would read four rows by chance, so none is searched
+    assert semantic_rank(cache, train, words=frozenset({"stationary"})) == []
+
+
+def test_the_kind_planner_serves_a_yes_no_kind_by_its_test_verdict():
+    text = "Is X stationary?"
+    rows = [_stationary(f"s{i}", text, i % 2 == 0, 20 + i) for i in range(5)]
+    d = Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(rows), ())
+    branches, report = plan_kinds(MeasurementPlanner(), d, KindPlanSettings(max_kind_share=1.0))
+    assert len(branches) == 1 and report[branches[0].kinds[0]]["outcome"].endswith("(tests)")
+    assert branches[0].stats["source"] == "tests"
+    assert branches[0].rule.bins == (ALPHA,)
+    # without option rules the same kind is searched by learned rules only
+    off = plan_kinds(
+        MeasurementPlanner(), d, KindPlanSettings(max_kind_share=1.0, option_rules=False)
+    )[0]
+    assert all(b.stats["source"] != "tests" for b in off)

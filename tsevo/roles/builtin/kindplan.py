@@ -5,7 +5,10 @@ searches a measurement and a reading rule on the train rows of that kind it sees
 and background rows, right or wrong), in two passes:
 
 0. when the options name positions or directions, the rule they fix on every catalog measurement
-   (:mod:`.optsem`; nothing to fit, so a handful of rows is real evidence);
+   (:mod:`.optsem`; nothing to fit, so a handful of rows is real evidence); a Yes / No kind's test
+   verdict (a p-value of the tests its words name, read at 5%) instead competes with pass 1 and is
+   kept when it reads the rows at least as well out of sample as the best learned rule (source
+   ``tests``);
 1. the catalog groups the kind's words point at (:mod:`.concepts`), with the normal bar;
 2. the whole catalog, with a stricter bar (a rule picked among hundreds on a handful of rows is
    usually spurious).
@@ -31,7 +34,7 @@ from .composite import Branch, branch_rule, composite_measurement
 from .concepts import concept_stems, groups_for
 from .kinds import KindIndex
 from .measure import SpecCache
-from .optsem import option_semantics, semantic_rank
+from .optsem import option_semantics, semantic_rank, yes_no
 
 __all__ = ["KindPlanSettings", "composite_card", "plan_kinds", "support_request"]
 
@@ -137,16 +140,22 @@ def _search(
 ) -> tuple[Any, str] | None:
     """The best measurement and rule on ``ex``: concept groups first, then the whole catalog."""
     prior = groups_for(words)
+    # a Yes / No kind's test verdict competes with the learned rules of its concept groups
+    test: Any = None
     if settings.option_rules:
         named = semantic_rank(ranker.cache, ex, None, words, prefer=prior or frozenset())
         if named and named[0].cv_acc >= settings.option_bar:
-            return named[0], "options"
+            if not ex or yes_no(ex[0].question.options) is None:
+                return named[0], "options"
+            test = named[0]
     passes = [(prior, settings.bar), (None, settings.strict_bar)] if prior else []
     for groups, bar in passes or [(None, settings.strict_bar)]:
         _, _, ranked = ranker.rank(ex, groups=groups, few=True, words=words)
         if not ranked:
             continue
         best = ranked[0]
+        if test is not None and test.cv_acc >= best.cv_acc:
+            return test, "tests"
         if best.cv_acc >= bar:
             return best, "concepts" if groups else "catalog"
         entry.setdefault("rejected", []).append(
@@ -156,7 +165,7 @@ def _search(
                 **({"rows": tag} if tag else {}),
             }
         )
-    return None
+    return (test, "tests") if test is not None else None
 
 
 def _accuracy(ranker: _Ranker, best: Any, ex: Sequence[Example]) -> float:

@@ -8,7 +8,12 @@ Most option sets only name classes, and a label rule learns where each class lie
   two. No parameter is fitted;
 * **directions** ("upward / downward", "increases / decreases / stays about the same", "positive /
   negative", "higher / lower / about the same"): a signed measurement read by its sign, with a
-  symmetric band ``|v| < d`` for the "no change" option. Only ``d`` is fitted (none for two options).
+  symmetric band ``|v| < d`` for the "no change" option. Only ``d`` is fitted (none for two options);
+* **test verdicts** ("Yes / No" about what the question's words name: is it stationary, does one
+  series Granger-cause the other, is it white noise): a p-value of one of the tests in the catalog
+  groups those words point at (:mod:`.concepts`), read at the conventional 5% level. Only which side
+  means "yes" is fitted. Tests outside those groups are never searched: a Yes / No option set names
+  nothing by itself, and among hundreds of tests one reads a handful of rows by chance.
 
 With a handful of train rows per question kind, a learned label rule picked among hundreds of
 measurements is usually a fluke: almost any measurement separates three rows. A rule whose cut points
@@ -36,7 +41,15 @@ from .measure import RankedMeasurement, SpecCache
 from .rules import Row, separation, train_accuracy
 from .specs import enumerate_specs, modes_for, rows_kind
 
-__all__ = ["LOCATION_KEY", "option_semantics", "semantic_rank", "semantic_rule"]
+__all__ = [
+    "LOCATION_KEY",
+    "P_VALUE_KEY",
+    "option_semantics",
+    "semantic_rank",
+    "semantic_rule",
+    "significance_rule",
+    "yes_no",
+]
 
 _TOK = re.compile(r"[a-z]+")
 #: Output keys the catalog names as a location along the series, a fraction of its length (its
@@ -45,6 +58,12 @@ _TOK = re.compile(r"[a-z]+")
 LOCATION_KEY = re.compile(
     r"(^|_)(arg(max|min)(_[a-z]+)?|loc|index|start|break|discord|motif)_frac$"
 )
+#: Output keys the catalog names as a test's p-value (``p``, ``ks_p``, ``p_a_to_b``, ``mk_p``...). A
+#: key so named counts as a p-value only where it reads as one (every value in [0, 1], not all
+#: whole numbers: ``arma_order.p`` is an order).
+P_VALUE_KEY = re.compile(r"(^|_)p($|_)")
+#: The conventional significance level a Yes / No question about a test's hypothesis is read at.
+ALPHA = 0.05
 _POSITION = {
     **dict.fromkeys(("beginning", "start", "early", "earlier", "first", "initial", "opening"), 0),
     **dict.fromkeys(("middle", "center", "centre", "mid", "midway"), 1),
@@ -163,14 +182,44 @@ def _band(values: Sequence[float], labels: Sequence[str], order: Sequence[str]) 
     return (at[0] + at[-1]) / 2.0
 
 
+def yes_no(options: Sequence[str]) -> tuple[str, ...] | None:
+    """``("no", "yes")`` (normalized labels) when the options are exactly Yes and No."""
+    labels = tuple(sorted(norm_label(o) for o in options))
+    return labels if labels == ("no", "yes") else None
+
+
+def significance_rule(rows: Sequence[Row], key: str, alpha: float = ALPHA) -> ReadingRule | None:
+    """A Yes / No question read as a test's verdict at ``alpha`` on the p-value ``key``.
+
+    Only which side of ``alpha`` means "yes" is fitted (the rows' majority; a tie reads "yes" for
+    a significant result). ``None`` unless ``key`` is named and reads as a p-value.
+    """
+    if not P_VALUE_KEY.search(key):
+        return None
+    pairs = [
+        (float(r.values[key]), norm_label(r.options[r.gold]) == "yes")
+        for r in rows
+        if r.values and key in r.values
+    ]
+    vals = [v for v, _ in pairs]
+    if len(vals) < 2 or min(vals) < 0.0 or max(vals) > 1.0 or all(v == int(v) for v in vals):
+        return None
+    agree = sum((v < alpha) == yes for v, yes in pairs)
+    labels = ("yes", "no") if 2 * agree >= len(pairs) else ("no", "yes")
+    return ReadingRule("label", key, (alpha,), labels)
+
+
 def semantic_rule(
     meaning: tuple[str, tuple[str, ...]], rows: Sequence[Row], key: str
 ) -> ReadingRule | None:
     """The rule the options name, reading ``key`` (``None`` when the values cannot mean it).
 
-    Positions need every value in [0, 1]; a three-way direction fits its band on the rows.
+    Positions need every value in [0, 1]; a three-way direction fits its band on the rows; a
+    significance reading (Yes / No) fits which side of the level means "yes".
     """
     kind, order = meaning
+    if kind == "significance":
+        return significance_rule(rows, key)
     vals = [r.values[key] for r in rows if r.values and key in r.values]
     if len(vals) < 2:
         return None
@@ -223,16 +272,24 @@ def semantic_rank(
     if len(labeled) < 2:
         return []
     meanings = {option_semantics(e.question.options) for e in labeled}
-    if len(meanings) != 1 or None in meanings:
+    if len(meanings) != 1:
         return []
     meaning = meanings.pop()
-    assert meaning is not None
+    if meaning is None:
+        # Yes / No about what the question's words name: the verdict of that concept's tests
+        yn = {yes_no(e.question.options) for e in labeled}
+        if len(yn) != 1 or None in yn or not prefer:
+            return []
+        meaning = ("significance", ("no", "yes"))
     qs = [e.question for e in labeled]
     _, arity = rows_kind(qs)
     out: list[RankedMeasurement] = []
     for spec in enumerate_specs(modes_for(arity, qs)):
-        if groups is not None and CATALOG[spec.primitive].group not in groups:
+        group = CATALOG[spec.primitive].group
+        if groups is not None and group not in groups:
             continue
+        if meaning[0] == "significance" and group not in prefer:
+            continue  # hundreds of tests would read a handful of Yes / No rows by chance
         vals = [cache.get(spec, q) for q in qs]
         if sum(bool(v) for v in vals) < len(qs):
             continue  # a handful of rows: the measurement must read every one
