@@ -229,7 +229,7 @@ def run_inprocess(
     out = tmp_root() / name
     logs: list[str] = []
     # the pinned tiny stories were found under the paper's split (asks: tests/test_support.py)
-    cfg_kw.setdefault("support", SupportConfig(planner_requests=False))
+    cfg_kw.setdefault("support", SupportConfig(planner_requests=False, triage_bound=False))
     cfg = ProtocolConfig(rounds=rounds, seed=seed, root="empty", **cfg_kw)
     res = evolve(
         suite,
@@ -270,6 +270,8 @@ def tsevo_cmd(out: Path, seed: int = SEED, rounds: int = 1) -> list[str]:
         str(out),
         "--set",
         "support.planner_requests=false",
+        "--set",
+        "support.triage_bound=false",
         "--quiet",
     ]
 

@@ -142,3 +142,100 @@ def test_category_roundtrip():
     c = Category("c1", "trend", "crit", {"trend": 0.5})
     assert Category.from_dict(c.to_dict()) == c
     assert replace(c, label="x").label == "x"
+
+
+_VOCAB = [
+    "amber",
+    "basalt",
+    "cobalt",
+    "dune",
+    "ember",
+    "fjord",
+    "garnet",
+    "harbor",
+    "indigo",
+    "jasper",
+    "kelp",
+    "lagoon",
+    "meadow",
+    "nectar",
+    "onyx",
+    "prairie",
+    "quartz",
+    "rapids",
+    "sierra",
+    "tundra",
+    "umber",
+    "valley",
+    "willow",
+    "xenon",
+    "yarrow",
+    "zephyr",
+    "aspen",
+    "birch",
+    "cedar",
+    "delta",
+    "estuary",
+    "fern",
+    "glacier",
+    "heath",
+    "isle",
+    "juniper",
+    "knoll",
+    "larch",
+    "marsh",
+]
+
+
+def _many_kinds(n_kinds=30, per=2):
+    """Errors of ``n_kinds`` templates (no two alike in wording), ``per`` errors each."""
+    out = []
+    for k in range(n_kinds):
+        a, b, c = (_VOCAB[(k + j) % len(_VOCAB)] for j in (0, 7, 19))  # no word shared in place
+        for i in range(per):
+            text = f"Does the {a} reading near {b} show {c} behaviour at step {k * 10 + i}?"
+            out.append(ErrorItem(f"k{k:02d}.{i}", text, ("Yes", "No")))
+    return out
+
+
+def test_builtin_triage_bounds_categories_when_kinds_hold_a_handful_of_errors():
+    few = _many_kinds()
+    assert ClusterTriage().categories_for(few) == 2
+    assert ClusterTriage(few_categories=None).categories_for(few) is None
+    assert ClusterTriage().categories_for(_errors()) is None  # 20 errors per kind
+    res = cluster_errors(few, ClusterTriage(), CFG)
+    assert res.caps == {"no_tool": 2}
+    assert len({b.parent or b.id for b in res.buckets}) <= 2
+    assert type(res).from_dict(res.to_dict()) == res
+    plain = cluster_errors(_errors(), ClusterTriage(), CFG)
+    assert plain.caps == {} and "caps" not in plain.to_dict()
+    # the paper's clustering: the protocol's max_categories alone
+    off = ProtocolConfig.from_params({"support.triage_bound": False})
+    assert cluster_errors(few, ClusterTriage(), off).caps == {}
+
+
+class Bounded(Flaky):
+    """Asks for one category; records the bound every define call got."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def categories_for(self, errors):
+        return 1
+
+    def define(self, errors, k):
+        self.seen.append(k)
+        return super().define(errors, k)
+
+
+def test_a_triage_bound_lowers_max_categories_for_define_and_resplit():
+    t = Bounded()
+    res = cluster_errors(_errors(), t, CFG.replace(resplit_above=8))
+    assert t.seen and set(t.seen) == {1}
+    assert res.caps == {"no_tool": 1, "tool_fired": 1}
+    # a bound above the protocol's maximum never raises it
+    t.categories_for = lambda errors: 50
+    t.seen.clear()
+    assert cluster_errors(_errors(), t, CFG).caps == {}
+    assert max(t.seen) <= CFG.max_categories

@@ -7,7 +7,7 @@ from tsevo.evolve.support import SupportConfig
 from tsevo.studies import grid_points, load_spec, run_spec
 
 #: the notebooks (and so these studies) run the paper's split unless ``support_asks`` is set
-PAPER = SupportConfig(planner_requests=False)
+PAPER = SupportConfig(planner_requests=False, triage_bound=False)
 
 REPO = Path(__file__).resolve().parents[1]
 

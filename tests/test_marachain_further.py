@@ -51,7 +51,9 @@ def _redraw(snapshot: dict[str, Any], cfg: ProtocolConfig, event: str, keep: Any
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.mktemp("further")
-    paper = SupportConfig(planner_requests=False)  # group g3's story is under the paper's split
+    paper = SupportConfig(
+        planner_requests=False, triage_bound=False
+    )  # group g3's story is under the paper's split
     more = ProtocolConfig(seed=5, support=paper, marachain=MaraConfig(depth=1, chains_per_group=2))
     polish = ProtocolConfig(
         seed=5,

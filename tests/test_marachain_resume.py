@@ -180,7 +180,7 @@ def drive(out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     cfg = out / "config.json"
     # the paper's split: the chain story this test kills was found under it
-    paper = SupportConfig(planner_requests=False)
+    paper = SupportConfig(planner_requests=False, triage_bound=False)
     ProtocolConfig(marachain=MaraConfig(depth=DEPTH), support=paper).save(cfg)
     start, ref, killed = out / "S", out / "R", out / "K"
     report: dict[str, Any] = {"phases": [], "snapshots": []}

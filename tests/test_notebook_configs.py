@@ -62,7 +62,9 @@ def test_every_config_shares_the_base(cls: type) -> None:
 
 def test_the_base_builds_the_protocol_and_the_roles(tmp_path: Path) -> None:
     cfg = nb.QuickstartConfig(seed=7, rounds=2)
-    paper = SupportConfig(planner_requests=False)  # the notebooks narrate the paper's split
+    paper = SupportConfig(
+        planner_requests=False, triage_bound=False
+    )  # the notebooks narrate the paper's split
     assert cfg.protocol() == ProtocolConfig(rounds=2, seed=7, support=paper)
     assert nb.GateConfig(seed=3).protocol() == ProtocolConfig(rounds=1, seed=3, support=paper)
     asks = nb.QuickstartConfig(support_asks=True).protocol()
@@ -254,7 +256,7 @@ def test_chain_study_arms_reuse_the_stage_and_chain_notebooks_runs(
     assert cfg.arm_protocol("chain") == nb.MaraChainsConfig().protocol()
     assert cfg.arm_run_path("chain") == nb.MaraChainsConfig().run_path()
     kd = cfg.arm_protocol("discard_k_plus_d")
-    paper = SupportConfig(planner_requests=False)
+    paper = SupportConfig(planner_requests=False, triage_bound=False)
     assert kd == ProtocolConfig(rounds=1, seed=5, max_synthesis_attempts=6, support=paper)
     assert cfg.arm_run_path("discard_k_plus_d") == tmp_path / "run-attempts6"
     # another protocol never lands in another protocol's folder

@@ -267,7 +267,7 @@ def test_study_configs_validate_and_keep_their_runs_apart(monkeypatch: Any) -> N
         nb.AblationStudyConfig(ablation="w/o everything")
     full = nb.AblationStudyConfig()
     assert full.run_path() == Path(nb.DEFAULT_RUN_DIR)
-    paper = SupportConfig(planner_requests=False)  # the notebooks' split
+    paper = SupportConfig(planner_requests=False, triage_bound=False)  # the notebooks' split
     assert full.protocol() == ProtocolConfig(seed=full.seed, support=paper)
     gate = nb.AblationStudyConfig(ablation="w/o gate")
     assert gate.protocol().ablation.gate is False

@@ -20,7 +20,7 @@ from tsevo.roles.builtin.kindplan import KindPlanSettings, support_request
 from tsevo.roles.builtin.kinds import KindIndex
 
 ON = SupportConfig(planner_requests=True)
-OFF = SupportConfig(planner_requests=False)
+OFF = SupportConfig(planner_requests=False, triage_bound=False)
 
 
 def test_without_a_request_or_by_default_the_split_is_the_protocols() -> None:

@@ -11,6 +11,12 @@ Errors on which a tool fired (``tool_fired``: a defective or misused tool) and e
   retried at most ``assign_retries`` times; at most ``assign_passes`` passes over the errors the
   valid replies left without a category (``None``).
 
+A triage role may also bound the number of categories from all of a side's errors, through an
+optional method ``categories_for(errors) -> int | None`` (the builtin triage caps it when the
+errors' question kinds hold a handful of errors each, so every bucket keeps enough of each kind's
+rows to learn from); the bound only ever lowers ``max_categories``, for the define step and the
+re-split alike, and is recorded per side (``caps``; ``support.triage_bound`` False ignores it).
+
 Buckets larger than ``resplit_above`` are split once (define on the bucket's members with
 ``ceil(size / resplit_part)`` categories, at most ``max_categories``, then assign; not recursive), unassigned errors and buckets smaller than ``min_bucket`` are dropped and reported.
 A define step, an assign batch or a re-split that still fails after its retries raises
@@ -103,6 +109,8 @@ class ClusteringResult:
         invalid_replies: Replies rejected by the contract.
         passes: Assign passes used per side.
         splits: Ids of buckets that were split.
+        caps: Per side, the category bound the triage role asked for (``categories_for``), where
+            it lowered ``max_categories``.
     """
 
     buckets: list[Bucket] = field(default_factory=list)
@@ -113,6 +121,7 @@ class ClusteringResult:
     invalid_replies: int = 0
     passes: dict[str, int] = field(default_factory=dict)
     splits: list[str] = field(default_factory=list)
+    caps: dict[str, int] = field(default_factory=dict)
 
     def mapped(self, real: Callable[[str], str]) -> ClusteringResult:
         """The same result with every question id mapped through ``real`` (member order kept)."""
@@ -134,6 +143,8 @@ class ClusteringResult:
             "invalid_replies": self.invalid_replies,
             "passes": self.passes,
             "splits": self.splits,
+            # only where a triage bound the categories: earlier runs keep their bytes
+            **({"caps": self.caps} if self.caps else {}),
         }
 
     @classmethod
@@ -148,6 +159,7 @@ class ClusteringResult:
             invalid_replies=int(d["invalid_replies"]),
             passes=dict(d["passes"]),
             splits=list(d["splits"]),
+            caps={str(k): int(v) for k, v in (d.get("caps") or {}).items()},
         )
 
 
@@ -324,6 +336,13 @@ def cluster_errors(
     return _cluster(errors, triage, cfg, str)
 
 
+def _categories(triage: Triage, items: Sequence[ErrorItem], most: int) -> int:
+    """``most``, lowered to the triage role's own bound for these errors (if it has one)."""
+    hook = getattr(triage, "categories_for", None)
+    cap = hook(items) if callable(hook) else None
+    return max(1, min(most, int(cap))) if cap else most
+
+
 def _cluster(
     errors: Sequence[ErrorItem], triage: Triage, cfg: ProtocolConfig, key: Callable[[str], str]
 ) -> ClusteringResult:
@@ -335,7 +354,14 @@ def _cluster(
         )
         if not items:
             continue
-        cats = _define(triage, items, cfg.max_categories, cfg, res, side, key)
+        kmax = (
+            _categories(triage, items, cfg.max_categories)
+            if cfg.support.triage_bound
+            else cfg.max_categories
+        )
+        if kmax < cfg.max_categories:
+            res.caps[side] = kmax
+        cats = _define(triage, items, kmax, cfg, res, side, key)
         placed = _assign(triage, cats, items, cfg, res, side, side)
         res.unassigned.extend(sorted(e.qid for e in items if e.qid not in placed))
         by_cat = {c.id: c for c in cats}
@@ -350,7 +376,7 @@ def _cluster(
             if len(mem) > cfg.resplit_above and cfg.resplit_times > 0:
                 sub_items = [item_by_id[q] for q in mem]
                 # a failed re-split (define or assign) invalidates the round like a failed define
-                parts = min(cfg.max_categories, max(2, math.ceil(len(mem) / cfg.resplit_part)))
+                parts = min(kmax, max(2, math.ceil(len(mem) / cfg.resplit_part)))
                 sub_cats = _define(triage, sub_items, parts, cfg, res, f"re-split of {bid}", key)
                 sub_placed = _assign(
                     triage, sub_cats, sub_items, cfg, res, side, f"re-split of {bid}"

@@ -23,6 +23,13 @@ positive, with harm 1.4% -> 2.4% of test questions (``runs/bench/mixed-fresh-v3.
 ``mixed-fresh-v3-support.json``); the ``default`` preset's rounds are unchanged (15 train questions
 per kind: no ask). ``planner_requests = False`` is the paper's split; the stage notebooks use it, as
 their tiny runs' stories were found under it.
+
+The same regime bounds clustering (``triage_bound``): a triage role may lower ``max_categories``
+from all of a side's errors (:mod:`tsevo.evolve.cluster`). The builtin triage asks for two
+categories when the errors' question kinds hold a handful of errors each: eight buckets split each
+kind's few rows among planners that each see a part. On the development seeds of ``mixed`` 104-107:
++8.5 +- 6.3 pp, harmed 4.0% -> +12.2 +- 4.6 pp, harmed 2.6% (with composite tools of up to 48
+branches instead of 24). The stage notebooks turn it off with the asks (``support_asks``).
 """
 
 from __future__ import annotations
@@ -46,8 +53,8 @@ __all__ = [
 SUPPORT_DOC = (
     "Support a local planner may ask for (tsevo.evolve.support, support.<knob>): a planner's "
     "support_request for a bucket is granted up to max_share of its members and max_rows rows "
-    "(planner_requests = True, the default; False: the paper's split). Saved only when not the "
-    "default."
+    "(planner_requests = True, the default; False: the paper's split), and a triage role may "
+    "bound the number of categories (triage_bound). Saved only when not the default."
 )
 
 
@@ -70,6 +77,13 @@ class SupportConfig(NestedKnobs):
         hi=1.0,
     )
     max_rows: int = knob(60, "Most support rows a request may be granted.", lo=1)
+    triage_bound: bool = knob(
+        True,
+        "Whether a triage role's bound on the number of categories (categories_for, read on all "
+        "of a side's errors; tsevo.evolve.cluster) is honoured. The builtin triage asks for two "
+        "in the few-examples regime, so each bucket keeps more of a kind's rows (False: the "
+        "protocol's max_categories alone).",
+    )
 
     def __post_init__(self) -> None:
         check_knobs(self, self.OWNER)

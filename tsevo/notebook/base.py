@@ -60,8 +60,10 @@ class NotebookConfig:
     cache_mode: str = "read_write"
     """LLM response cache in the run folder: read_write | replay | off; llm backend only."""
     support_asks: bool = False
-    """Grant the builtin planner's asks for more of a bucket as support (``support.planner_requests``;
-    on by default in ``tsevo evolve``). Off here: the stage notebooks narrate the paper's split."""
+    """The few-examples regime's adaptations: grant the builtin planner's asks for more of a bucket
+    as support (``support.planner_requests``) and the builtin triage's bound on categories
+    (``support.triage_bound``); both on by default in ``tsevo evolve``. Off here: the stage
+    notebooks narrate the paper's split."""
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -120,7 +122,9 @@ class NotebookConfig:
         return ProtocolConfig(
             rounds=self.rounds_to_run(),
             seed=self.seed,
-            support=SupportConfig(planner_requests=self.support_asks),
+            support=SupportConfig(
+                planner_requests=self.support_asks, triage_bound=self.support_asks
+            ),
         )
 
     def suite(self) -> Suite:

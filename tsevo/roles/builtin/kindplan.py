@@ -87,7 +87,7 @@ class KindPlanSettings:
     bar: float = 0.6
     strict_bar: float = 0.85
     min_gain: int = 1
-    max_branches: int = 24
+    max_branches: int = 48
     pool: bool = True
     max_kind_share: float = 0.25
     few_errors: float = 3.0

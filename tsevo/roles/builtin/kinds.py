@@ -24,18 +24,57 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from tsevo.data import QuestionView
 from tsevo.library.reading import norm_label, option_number
 from tsevo.library.tool import options_kind, question_tokens
 
-__all__ = ["Kind", "KindIndex", "induce_kinds", "masked_tokens", "option_shape"]
+__all__ = ["Kind", "KindIndex", "Worded", "induce_kinds", "masked_tokens", "option_shape"]
+
+
+class Worded(Protocol):
+    """What kinds are induced from: a question's id, wording, options and series names.
+
+    A :class:`~tsevo.data.QuestionView` is one; so is the triage's view of an error.
+    """
+
+    @property
+    def id(self) -> str:
+        """Opaque id."""
+        ...
+
+    @property
+    def question(self) -> str:
+        """Question text."""
+        ...
+
+    @property
+    def options(self) -> Sequence[str]:
+        """Option texts."""
+        ...
+
+    @property
+    def series(self) -> Any:
+        """Series by name (only the names are read)."""
+        ...
+
+    @property
+    def candidates(self) -> Sequence[str]:
+        """Candidate series names."""
+        ...
+
+    @property
+    def fingerprint(self) -> str:
+        """Content hash (orders questions deterministically)."""
+        ...
+
 
 _WORD = re.compile(r"[a-z0-9_]+(?:\.[0-9]+)?")
 _NUMBER = re.compile(r"^[0-9]+(?:\.[0-9]+)?$")
 
 
-def masked_tokens(q: QuestionView) -> tuple[str, ...]:
+def masked_tokens(q: Worded) -> tuple[str, ...]:
     """The question's word tokens with numbers as ``#`` and its own series names as ``@``."""
     names = {n.lower() for n in q.series}
     name_words = {w for n in names for w in _WORD.findall(n)}
@@ -50,7 +89,7 @@ def masked_tokens(q: QuestionView) -> tuple[str, ...]:
     return tuple(out)
 
 
-def option_shape(q: QuestionView) -> str:
+def option_shape(q: Worded) -> str:
     """``candidate``, ``numeric`` or ``label:<sorted normalized options>``."""
     kind = options_kind(q.options, q.candidates)
     if kind != "label":
@@ -97,10 +136,10 @@ def _close(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     return diff <= max(1, len(a) // 8)
 
 
-def induce_kinds(questions: Iterable[QuestionView]) -> list[Kind]:
+def induce_kinds(questions: Iterable[Worded]) -> list[Kind]:
     """Recover the kinds of a set of questions (deterministic: independent of input order)."""
     qs = sorted(questions, key=lambda q: q.fingerprint)
-    by_key: dict[tuple[tuple[str, ...], str], list[QuestionView]] = defaultdict(list)
+    by_key: dict[tuple[tuple[str, ...], str], list[Worded]] = defaultdict(list)
     for q in qs:
         by_key[(masked_tokens(q), option_shape(q))].append(q)
     keys = sorted(by_key)
@@ -136,7 +175,7 @@ def induce_kinds(questions: Iterable[QuestionView]) -> list[Kind]:
     return kinds
 
 
-def _text(q: QuestionView) -> str:
+def _text(q: Worded) -> str:
     # the question alone: what a scope's matchers read (a tool's tokens add the context's words)
     return q.question
 

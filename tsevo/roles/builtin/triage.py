@@ -2,16 +2,22 @@
 
 *Define* vectorizes a sample of errors (numbers masked; no task field exists to read), picks the
 number of categories (up to the protocol's maximum) by silhouette, and labels each category by its
-most telling terms. *Assign* maps every error to the category whose centroid it is most similar to
+most telling terms. *How many at most* (:meth:`ClusterTriage.categories_for`, read on all of a
+side's errors): when the errors' question kinds (templates recovered from wording, :mod:`.kinds`)
+hold a handful of errors each, as on a public benchmark's many templates, a few large categories,
+since each bucket's planner learns a kind only from the rows of it the bucket holds. *Assign* maps every error to the category whose centroid it is most similar to
 (cosine over the same features), honouring the batch contract: every id gets an answer.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
+import statistics
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.cluster import KMeans
@@ -19,6 +25,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import silhouette_score
 
 from ..protocols import Category, ErrorItem
+from .kinds import induce_kinds
 
 __all__ = ["ClusterTriage", "error_features"]
 
@@ -107,6 +114,28 @@ def _cosine(weights: dict[str, float], toks: Sequence[str]) -> float:
     return dot / (nw * nt) if nw > 0 and nt > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class _Wording:
+    """An error's wording as :func:`~.kinds.induce_kinds` reads a question.
+
+    The triage's view has no series names: none is masked, alike for every error.
+    """
+
+    id: str
+    question: str
+    options: tuple[str, ...]
+    series: tuple[str, ...] = ()
+    candidates: tuple[str, ...] = ()
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(f"{self.question}\x00{'|'.join(self.options)}".encode()).hexdigest()
+
+    @classmethod
+    def of(cls, e: ErrorItem) -> _Wording:
+        return cls(e.qid, e.text.split("\n", 1)[0], tuple(e.options))
+
+
 class ClusterTriage:
     """Deterministic clustering triage (scikit-learn TF-IDF + k-means, silhouette-chosen k).
 
@@ -114,13 +143,43 @@ class ClusterTriage:
         seed: Seed of k-means.
         tolerance: The finest k whose silhouette is within this of the best k is chosen (finer
             buckets give planners more coherent rows).
+        few_errors: Errors are in the few-examples regime when their question kinds hold at most
+            this many of them (median over errors; ``mixed`` about 2, ``default`` about 10).
+        few_categories: Most categories in that regime (``None``: no bound). On the development
+            seeds of ``mixed`` (101-103, 108-111, 20011, the planner's ``max_branches`` at 200,
+            ``runs/bench/mixed-dev8-categories-*.json``): 8 categories +4.8 +- 2.7 pp, harmed
+            2.1%; 3 categories +6.1 +- 2.1, 3.2%; 2 categories +8.9 +- 4.0, 3.4%; 1 category +2.6
+            +- 3.0 (five rounds rejected: one tool for every kind sinks or floats as one). The
+            runs at 1, 3 and 8 also showed the planner 400 background and 400 support rows, which
+            alone did not matter (8 categories as shipped before the bound: +5.8 +- 2.6).
     """
 
     name = "builtin-cluster-triage"
 
-    def __init__(self, seed: int = 0, tolerance: float = 0.02) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        tolerance: float = 0.02,
+        few_errors: float = 3.0,
+        few_categories: int | None = 2,
+    ) -> None:
         self.seed = seed
         self.tolerance = tolerance
+        self.few_errors = few_errors
+        self.few_categories = few_categories
+
+    def categories_for(self, errors: Sequence[ErrorItem]) -> int | None:
+        """``few_categories`` when the errors' question kinds hold a handful of them each, else None.
+
+        Read on all of a side's errors (a define sample of 150 makes any suite's kinds look small).
+        """
+        if self.few_categories is None or len(errors) < 2:
+            return None
+        kinds = induce_kinds(_Wording.of(e) for e in errors)
+        size = {m: len(k.members) for k in kinds for m in k.members}
+        if statistics.median(size.values()) > self.few_errors:
+            return None
+        return self.few_categories
 
     def define(self, errors: Sequence[ErrorItem], max_categories: int) -> list[Category]:
         """Return at most ``max_categories`` labelled categories for a sample of errors."""
