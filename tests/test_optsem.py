@@ -28,6 +28,7 @@ from tsevo.roles.builtin.rules import Row
 from tsevo.roles.protocols import Dossier, Example
 
 BME = ("Beginning", "Middle", "End")
+YN = ("Yes", "No")
 
 
 @pytest.mark.parametrize(
@@ -100,22 +101,27 @@ class _Rec:
     final_answer: int | None = None
 
 
-def _spike(qid: str, text: str, where: int, seed: int, n: int = 128) -> Example:
-    rng = np.random.default_rng(seed)
-    y = np.sin(np.arange(n) / 5.0) * 0.3 + 0.3 * rng.standard_normal(n)
-    at = int((where + rng.uniform(0.2, 0.8)) * n / 3)
-    y[at] += 6.0
+def _example(qid: str, text: str, options, y, gold: int, answer: int | None = None) -> Example:
+    """A train row on one series ``X``; the agent answered ``answer``."""
     q = Question(
         id=qid,
         source="test",
         task="mixed",
         question=text,
-        options=BME,
+        options=options,
         series={"X": y},
         primary=("X",),
-        gold=where,
+        gold=gold,
     )
-    return Example(QuestionView.of(q, "v" + qid), where, _Rec(final_answer=(where + 1) % 3))
+    return Example(QuestionView.of(q, "v" + qid), gold, _Rec(final_answer=answer))
+
+
+def _spike(qid: str, text: str, where: int, seed: int, n: int = 128) -> Example:
+    rng = np.random.default_rng(seed)
+    y = np.sin(np.arange(n) / 5.0) * 0.3 + 0.3 * rng.standard_normal(n)
+    at = int((where + rng.uniform(0.2, 0.8)) * n / 3)
+    y[at] += 6.0
+    return _example(qid, text, BME, y, where, (where + 1) % 3)
 
 
 def test_four_rows_pick_a_location_that_reads_new_questions():
@@ -132,17 +138,7 @@ def test_four_rows_pick_a_location_that_reads_new_questions():
     )
     assert hits >= 8
     # options that name nothing, or rows that mix option sets, give no ranking
-    yn = Question(
-        id="y",
-        source="test",
-        task="mixed",
-        question="Is there a spike?",
-        options=("Yes", "No"),
-        series={"X": np.zeros(64)},
-        primary=("X",),
-        gold=0,
-    )
-    yes = Example(QuestionView.of(yn, "vy"), 0, _Rec())
+    yes = _example("y", "Is there a spike?", YN, np.zeros(64), 0)
     assert semantic_rank(cache, [yes, yes]) == []
     assert semantic_rank(cache, [yes, *train]) == []
 
@@ -161,9 +157,6 @@ def test_phrasings_that_share_no_word_pool_under_options_that_name_positions():
     # without the option rules, two rows per phrasing and no shared concept word: nothing served
     off = KindPlanSettings(max_kind_share=0.5, option_rules=False)
     assert plan_kinds(MeasurementPlanner(), d, off)[0] == []
-
-
-YN = ("Yes", "No")
 
 
 def test_a_yes_no_question_reads_a_p_value_at_the_conventional_level():
@@ -188,17 +181,7 @@ def _stationary(qid: str, text: str, yes: bool, seed: int, n: int = 160) -> Exam
     rng = np.random.default_rng(seed)
     e = rng.standard_normal(n)
     y = e if yes else np.cumsum(e)
-    q = Question(
-        id=qid,
-        source="test",
-        task="mixed",
-        question=text,
-        options=YN,
-        series={"X": y},
-        primary=("X",),
-        gold=0 if yes else 1,
-    )
-    return Example(QuestionView.of(q, "v" + qid), q.gold, _Rec(final_answer=1 - int(q.gold)))
+    return _example(qid, text, YN, y, 0 if yes else 1, 1 if yes else 0)
 
 
 def test_a_test_verdict_is_searched_only_among_the_tests_the_words_name():
