@@ -336,10 +336,14 @@ def cluster_errors(
     return _cluster(errors, triage, cfg, str)
 
 
-def _categories(triage: Triage, items: Sequence[ErrorItem], most: int) -> int:
-    """``most``, lowered to the triage role's own bound for these errors (if it has one)."""
+def _categories(triage: Triage, items: Sequence[ErrorItem], cfg: ProtocolConfig) -> int:
+    """``max_categories``, lowered to the triage role's own bound for these errors.
+
+    Only when the role has one (``categories_for``) and ``support.triage_bound`` honours it.
+    """
+    most = cfg.max_categories
     hook = getattr(triage, "categories_for", None)
-    cap = hook(items) if callable(hook) else None
+    cap = hook(items) if cfg.support.triage_bound and callable(hook) else None
     return max(1, min(most, int(cap))) if cap else most
 
 
@@ -354,11 +358,7 @@ def _cluster(
         )
         if not items:
             continue
-        kmax = (
-            _categories(triage, items, cfg.max_categories)
-            if cfg.support.triage_bound
-            else cfg.max_categories
-        )
+        kmax = _categories(triage, items, cfg)
         if kmax < cfg.max_categories:
             res.caps[side] = kmax
         cats = _define(triage, items, kmax, cfg, res, side, key)

@@ -32,7 +32,7 @@ from tsevo.library.tool import Contract, Matcher, Scope
 from ..protocols import ContractCard, Dossier, Example
 from .composite import Branch, branch_rule, composite_measurement
 from .concepts import concept_stems, groups_for
-from .kinds import KindIndex
+from .kinds import KindIndex, median_kind_size
 from .measure import SpecCache
 from .optsem import option_semantics, semantic_rank, yes_no
 
@@ -145,7 +145,7 @@ def _search(
     if settings.option_rules:
         named = semantic_rank(ranker.cache, ex, None, words, prefer=prior or frozenset())
         if named and named[0].cv_acc >= settings.option_bar:
-            if not ex or yes_no(ex[0].question.options) is None:
+            if yes_no(ex[0].question.options) is None:
                 return named[0], "options"
             test = named[0]
     passes = [(prior, settings.bar), (None, settings.strict_bar)] if prior else []
@@ -205,15 +205,9 @@ def support_request(
     if statistics.median(sizes) > settings.few_errors:
         return None
     # the whole split's index last: only the few buckets that would ask pay for it
-    if train and statistics.median(_kind_sizes(train)) > settings.few_rows:
+    if train and median_kind_size(train) > settings.few_rows:
         return None
     return 1.0, len(members)
-
-
-def _kind_sizes(questions: Sequence[QuestionView]) -> list[int]:
-    """For each question, how many of ``questions`` share its kind."""
-    index = KindIndex(questions)
-    return [len(index.by_id[index.of[q.id]].members) for q in questions if q.id in index.of]
 
 
 def plan_kinds(

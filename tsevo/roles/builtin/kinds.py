@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,15 @@ from tsevo.data import QuestionView
 from tsevo.library.reading import norm_label, option_number
 from tsevo.library.tool import options_kind, question_tokens
 
-__all__ = ["Kind", "KindIndex", "Worded", "induce_kinds", "masked_tokens", "option_shape"]
+__all__ = [
+    "Kind",
+    "KindIndex",
+    "Worded",
+    "induce_kinds",
+    "masked_tokens",
+    "median_kind_size",
+    "option_shape",
+]
 
 
 class Worded(Protocol):
@@ -173,6 +182,15 @@ def induce_kinds(questions: Iterable[Worded]) -> list[Kind]:
         kinds.append(Kind(kid, template, shape, anchor, tuple(sorted(q.id for q in members))))
     kinds.sort(key=lambda k: (k.template, k.shape))
     return kinds
+
+
+def median_kind_size(questions: Iterable[Worded]) -> float:
+    """How many of ``questions`` share a question's kind, the median over the questions.
+
+    The few-examples regime's measure: a public benchmark's many templates give 2-4, a suite of a
+    dozen families with many phrasings each 10 or more.
+    """
+    return statistics.median([len(k.members) for k in induce_kinds(questions) for _ in k.members])
 
 
 def _text(q: Worded) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import silhouette_score
 
 from ..protocols import Category, ErrorItem
-from .kinds import induce_kinds
+from .kinds import median_kind_size
 
 __all__ = ["ClusterTriage", "error_features"]
 
@@ -116,7 +115,7 @@ def _cosine(weights: dict[str, float], toks: Sequence[str]) -> float:
 
 @dataclass(frozen=True)
 class _Wording:
-    """An error's wording as :func:`~.kinds.induce_kinds` reads a question.
+    """An error's wording as :func:`~.kinds.median_kind_size` reads a question.
 
     The triage's view has no series names: none is masked, alike for every error.
     """
@@ -175,9 +174,7 @@ class ClusterTriage:
         """
         if self.few_categories is None or len(errors) < 2:
             return None
-        kinds = induce_kinds(_Wording.of(e) for e in errors)
-        size = {m: len(k.members) for k in kinds for m in k.members}
-        if statistics.median(size.values()) > self.few_errors:
+        if median_kind_size(_Wording.of(e) for e in errors) > self.few_errors:
             return None
         return self.few_categories
 
