@@ -1,5 +1,5 @@
-"""Composite planning per question kind: pooling the rows of kinds that share an option set and a
-concept word (two phrasings of one question), and not pooling kinds that share only options."""
+"""Composite planning per question kind: pooling the rows of kinds that share a concept word or a
+specific option set (two phrasings of one question), and not pooling kinds that share only Yes / No."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 
 from tsevo.data import Question, QuestionView
 from tsevo.roles.builtin import MeasurementPlanner
+from tsevo.roles.builtin.concepts import concept_stems, groups_for
 from tsevo.roles.builtin.kindplan import KindPlanSettings, plan_kinds
 from tsevo.roles.protocols import Dossier, Example
 
@@ -21,7 +22,7 @@ class _Rec:
     final_answer: int | None = None
 
 
-def _ex(qid: str, text: str, rising: bool, seed: int) -> Example:
+def _ex(qid: str, text: str, rising: bool, seed: int, options: tuple[str, str] = YN) -> Example:
     rng = np.random.default_rng(seed)
     t = np.linspace(0.0, 1.0, 96)
     y = (t if rising else -t) * 3.0 + 0.2 * rng.standard_normal(96)
@@ -30,7 +31,7 @@ def _ex(qid: str, text: str, rising: bool, seed: int) -> Example:
         source="test",
         task="mixed",
         question=text,
-        options=YN,
+        options=options,
         series={"X": y},
         primary=("X",),
         gold=0 if rising else 1,
@@ -67,6 +68,26 @@ def test_two_phrasings_pool_their_rows_into_one_rule_served_per_kind():
     assert len(alone) == 1 and alone[0]["outcome"] == "too few rows"
 
 
+def test_phrasings_that_share_no_word_pool_under_a_specific_option_set():
+    # "climbing / sinking" names no position or direction the option rules know, and the two
+    # wordings share no concept word: only the option set says they ask one question
+    opts = ("climbing", "sinking")
+    a = "Which description fits X best?"
+    b = "How would you characterise the path of X?"
+    rows = [_ex(f"a{i}", a, r, i, opts) for i, r in enumerate((True, False))]
+    rows += [_ex(f"b{i}", b, r, 10 + i, opts) for i, r in enumerate((False, True))]
+    d = Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(rows), ())
+    branches, report = plan_kinds(MeasurementPlanner(), d, KindPlanSettings(max_kind_share=0.5))
+    assert all(e.get("pooled_rows") == 4 for e in report.values())
+    assert len(branches) == 2 and all(b.stats["source"].endswith("+pooled") for b in branches)
+    assert branches[0].rule == branches[1].rule
+    # the same wordings under Yes / No share nothing that says they ask one question
+    yn = [_ex(e.question.id, e.question.question, bool(e.gold == 0), i) for i, e in enumerate(rows)]
+    d = Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(yn), ())
+    branches, report = plan_kinds(MeasurementPlanner(), d, KindPlanSettings(max_kind_share=0.5))
+    assert branches == [] and {e["outcome"] for e in report.values()} == {"too few rows"}
+
+
 def test_without_pooling_two_rows_per_kind_are_too_few():
     branches, report = plan_kinds(
         MeasurementPlanner(), _dossier(), KindPlanSettings(pool=False, max_kind_share=0.5)
@@ -82,3 +103,10 @@ def test_a_dominant_kind_leaves_the_bucket_to_the_one_measurement_planner():
     assert plan_kinds(MeasurementPlanner(), d, KindPlanSettings()) == ([], {})  # 5 of 9 errors
     branches, _ = plan_kinds(MeasurementPlanner(), d, KindPlanSettings(max_kind_share=0.6))
     assert branches  # the same bucket is composite when the share allows it
+
+
+def test_short_concept_stems_take_their_inflections_and_derivations_only():
+    words = ["cycles", "cyclical", "causal", "flipped", "growth", "drives", "lagging", "delayed"]
+    assert concept_stems(words) == {"cycl", "caus", "flip", "grow", "driv", "lag", "delay"}
+    assert concept_stems(["reduce", "cyclone", "lagrange"]) == frozenset()
+    assert "spectral" in groups_for(["cyclic"]) and "causality" in groups_for(["causes"])

@@ -34,9 +34,12 @@ from .composite import Branch, branch_rule, composite_measurement
 from .concepts import concept_stems, groups_for
 from .kinds import KindIndex, median_kind_size
 from .measure import SpecCache
-from .optsem import option_semantics, semantic_rank, yes_no
+from .optsem import semantic_rank, yes_no
 
 __all__ = ["KindPlanSettings", "composite_card", "plan_kinds", "support_request"]
+
+#: Option sets too generic to say two kinds ask one question (normalized, sorted labels).
+_GENERIC_LABELS = frozenset({("no", "yes"), ("false", "true")})
 
 
 class _Ranker(Protocol):
@@ -73,10 +76,11 @@ class KindPlanSettings:
             keeps the protocol's split even for a bucket of its rare stragglers.
         option_rules: Options that name positions or directions ("Beginning / Middle / End",
             "upward / downward") are first read by the rule they fix, searched over the whole
-            catalog (:mod:`.optsem`); kinds under the same such options pool their rows.
+            catalog (:mod:`.optsem`); kinds under the same such options pool their rows (``pool``).
         option_bar: Least leave-one-out accuracy of such a rule.
-        pool: Pool a kind's rows with those of kinds that share its option set and a concept word
-            (two phrasings of one question, or one concept under one option set); the pooled rule
+        pool: Pool a kind's rows with those of kinds that share its option shape and either a
+            specific option set or a concept word (two phrasings of one question, or one concept
+            under one option set; see ``_siblings``); the pooled rule
             is used when it reads the kind's own rows at least as well as the kind's own rule does
             out of sample (shrinkage toward the pooled rule).
     """
@@ -104,21 +108,19 @@ def _labelled(dossier: Dossier) -> list[Example]:
     return out
 
 
-def _siblings(
-    index: KindIndex, kid: str, by_kind: Mapping[str, Sequence[Example]], named_ok: bool = True
-) -> list[str]:
-    """Kinds with the same option set whose words share a concept with ``kid``'s (pooling partners).
+def _siblings(index: KindIndex, kid: str, by_kind: Mapping[str, Sequence[Example]]) -> list[str]:
+    """Kinds with the same option shape that may ask ``kid``'s question (pooling partners).
 
-    ``named_ok``: under options that name positions or directions (:mod:`.optsem`), every kind
-    with the same option set is a partner.
+    A partner either shares the option set when that set is specific (any labels but a bare
+    Yes / No or True / False: "sine / square / sawtooth wave" or "Beginning / Middle / End" is
+    one question, or one reading, however it is worded), or shares a concept word with ``kid``
+    (:func:`~.concepts.concept_stems`). Partners are candidates only: a pooled rule must still
+    read this kind's own rows (see :func:`plan_kinds`).
     """
     k = index.by_id[kid]
+    specific = bool(k.option_labels) and k.option_labels not in _GENERIC_LABELS
     stems = concept_stems(k.anchor)
-    # options that name positions or directions are read by a rule they fix: any kind asking
-    # under the same options can share the measurement (the pooled rule must still read this
-    # kind's own rows, see plan_kinds)
-    named = named_ok and bool(k.option_labels) and option_semantics(k.option_labels) is not None
-    if not stems and not named:
+    if not stems and not specific:
         return []
     return sorted(
         o.id
@@ -126,7 +128,7 @@ def _siblings(
         if o.id != kid
         and o.id in by_kind
         and o.shape == k.shape
-        and (named or stems & concept_stems(o.anchor))
+        and (specific or bool(stems & concept_stems(o.anchor)))
     )
 
 
@@ -233,7 +235,7 @@ def plan_kinds(
         ex = by_kind.get(kid, [])
         kind = index.by_id[kid]
         current = sum(bool(getattr(e.record, "correct", False)) for e in ex)
-        sibs = _siblings(index, kid, by_kind, settings.option_rules) if settings.pool else []
+        sibs = _siblings(index, kid, by_kind) if settings.pool else []
         pooled = [*ex, *(e for s in sibs for e in by_kind[s])]
         entry: dict[str, Any] = {
             "template": kind.describe(),
