@@ -10,7 +10,8 @@ import numpy as np
 from tsevo.data import Question, QuestionView
 from tsevo.roles.builtin import MeasurementPlanner
 from tsevo.roles.builtin.concepts import concept_stems, groups_for
-from tsevo.roles.builtin.kindplan import KindPlanSettings, plan_kinds
+from tsevo.roles.builtin.kindplan import KindPlanSettings, _siblings, plan_kinds
+from tsevo.roles.builtin.kinds import KindIndex
 from tsevo.roles.protocols import Dossier, Example
 
 YN = ("Yes", "No")
@@ -110,3 +111,39 @@ def test_short_concept_stems_take_their_inflections_and_derivations_only():
     assert concept_stems(words) == {"cycl", "caus", "flip", "grow", "driv", "lag", "delay"}
     assert concept_stems(["reduce", "cyclone", "lagrange"]) == frozenset()
     assert "spectral" in groups_for(["cyclic"]) and "causality" in groups_for(["causes"])
+
+
+def _numeric(qid: str, text: str, options: tuple[str, ...]) -> QuestionView:
+    q = Question(
+        id=qid,
+        source="test",
+        task="mixed",
+        question=text,
+        options=options,
+        series={"X": np.zeros(32)},
+        primary=("X",),
+        gold=0,
+    )
+    return QuestionView.of(q, "v" + qid)
+
+
+def test_numbers_in_one_unit_are_one_option_set_and_other_units_another():
+    a = "About how long does the flat stretch in X last?"
+    b = "For what time did the sensor behind X report one value?"
+    views = [
+        _numeric("a1", a, ("6 seconds", "12 seconds")),
+        _numeric("a2", a, ("18 seconds", "3 seconds")),
+        _numeric("b1", b, ("30 seconds", "9 seconds")),
+        _numeric("m1", a, ("6 minutes", "12 minutes")),  # a's words, another unit
+        _numeric("c1", "How many bumps does X have?", ("3", "5")),
+        _numeric("d1", "What count of bumps in X?", ("2", "4")),
+    ]
+    index = KindIndex(views)
+    kind = {v.id: index.of[v.id] for v in views}
+    assert index.by_id[kind["va1"]].shape == "numeric:seconds"
+    assert kind["va1"] == kind["va2"] != kind["vm1"] and kind["vb1"] != kind["va1"]
+    everyone = {k.id: [] for k in index.kinds}
+    assert _siblings(index, kind["va1"], everyone) == [kind["vb1"]]
+    assert _siblings(index, kind["vm1"], everyone) == []
+    # bare numbers say nothing of the question: only a shared concept word would pool them
+    assert _siblings(index, kind["vc1"], everyone) == []

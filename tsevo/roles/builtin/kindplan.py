@@ -113,12 +113,15 @@ def _siblings(index: KindIndex, kid: str, by_kind: Mapping[str, Sequence[Example
 
     A partner either shares the option set when that set is specific (any labels but a bare
     Yes / No or True / False: "sine / square / sawtooth wave" or "Beginning / Middle / End" is
-    one question, or one reading, however it is worded), or shares a concept word with ``kid``
+    one question, or one reading, however it is worded; numbers in the same unit, "6 seconds /
+    10 seconds"), or shares a concept word with ``kid``
     (:func:`~.concepts.concept_stems`). Partners are candidates only: a pooled rule must still
     read this kind's own rows (see :func:`plan_kinds`).
     """
     k = index.by_id[kid]
-    specific = bool(k.option_labels) and k.option_labels not in _GENERIC_LABELS
+    specific = (bool(k.option_labels) and k.option_labels not in _GENERIC_LABELS) or (
+        k.shape.startswith("numeric:")
+    )
     stems = concept_stems(k.anchor)
     if not stems and not specific:
         return []

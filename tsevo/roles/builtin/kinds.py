@@ -7,7 +7,8 @@ role sees (:class:`~tsevo.data.QuestionView`):
 1. **Mask** the question text (not its context): lower-case word tokens, numbers become ``#`` and the names of the
    question's own series (``A``, ``B``, ``X``, ``Series 1``...) become ``@``.
 2. **Shape** the options: ``candidate`` (options name candidate series), ``numeric`` (options are
-   numbers) or the sorted set of normalized option texts (``label``).
+   numbers, with the words they carry: ``numeric:seconds``) or the sorted set of normalized option
+   texts (``label``).
 3. **Recover templates**: masked texts of the same length and option shape that differ in at most
    one position in eight are one template, the differing positions being its slots (union-find
    over pairs). A kind is a template plus its option shape.
@@ -81,6 +82,7 @@ class Worded(Protocol):
 
 _WORD = re.compile(r"[a-z0-9_]+(?:\.[0-9]+)?")
 _NUMBER = re.compile(r"^[0-9]+(?:\.[0-9]+)?$")
+_UNIT = re.compile(r"[a-z]+")
 
 
 def masked_tokens(q: Worded) -> tuple[str, ...]:
@@ -99,12 +101,17 @@ def masked_tokens(q: Worded) -> tuple[str, ...]:
 
 
 def option_shape(q: Worded) -> str:
-    """``candidate``, ``numeric`` or ``label:<sorted normalized options>``."""
+    """``candidate``, ``numeric[:<unit words>]`` or ``label:<sorted normalized options>``.
+
+    Numeric options keep their words (``numeric:seconds`` for "6 seconds / 10 seconds",
+    ``numeric:db`` for "12 dB"): a delay in seconds and a count of cycles are not one question.
+    """
     kind = options_kind(q.options, q.candidates)
-    if kind != "label":
+    if kind not in ("label", "numeric"):
         return kind
-    if all(option_number(o) is not None for o in q.options):
-        return "numeric"
+    if kind == "numeric" or all(option_number(o) is not None for o in q.options):
+        units = sorted({w for o in q.options for w in _UNIT.findall(o.lower())})
+        return "numeric:" + "|".join(units) if units else "numeric"
     return "label:" + "|".join(sorted(norm_label(o) for o in q.options))
 
 
