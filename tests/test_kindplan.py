@@ -9,7 +9,6 @@ import numpy as np
 
 from tsevo.data import Question, QuestionView
 from tsevo.roles.builtin import MeasurementPlanner
-from tsevo.roles.builtin.concepts import concept_stems, groups_for
 from tsevo.roles.builtin.kindplan import KindPlanSettings, _siblings, plan_kinds
 from tsevo.roles.builtin.kinds import KindIndex
 from tsevo.roles.protocols import Dossier, Example
@@ -82,6 +81,10 @@ def test_phrasings_that_share_no_word_pool_under_a_specific_option_set():
     assert all(e.get("pooled_rows") == 4 for e in report.values())
     assert len(branches) == 2 and all(b.stats["source"].endswith("+pooled") for b in branches)
     assert branches[0].rule == branches[1].rule
+    # the stage notebooks' planner pools only under options that name positions or directions
+    off = KindPlanSettings(max_kind_share=0.5, pool_option_sets=False)
+    branches, report = plan_kinds(MeasurementPlanner(), d, off)
+    assert branches == [] and {e["outcome"] for e in report.values()} == {"too few rows"}
     # the same wordings under Yes / No share nothing that says they ask one question
     yn = [_ex(e.question.id, e.question.question, bool(e.gold == 0), i) for i, e in enumerate(rows)]
     d = Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(yn), ())
@@ -104,13 +107,6 @@ def test_a_dominant_kind_leaves_the_bucket_to_the_one_measurement_planner():
     assert plan_kinds(MeasurementPlanner(), d, KindPlanSettings()) == ([], {})  # 5 of 9 errors
     branches, _ = plan_kinds(MeasurementPlanner(), d, KindPlanSettings(max_kind_share=0.6))
     assert branches  # the same bucket is composite when the share allows it
-
-
-def test_short_concept_stems_take_their_inflections_and_derivations_only():
-    words = ["cycles", "cyclical", "causal", "flipped", "growth", "drives", "lagging", "delayed"]
-    assert concept_stems(words) == {"cycl", "caus", "flip", "grow", "driv", "lag", "delay"}
-    assert concept_stems(["reduce", "cyclone", "lagrange"]) == frozenset()
-    assert "spectral" in groups_for(["cyclic"]) and "causality" in groups_for(["causes"])
 
 
 def _numeric(qid: str, text: str, options: tuple[str, ...]) -> QuestionView:

@@ -72,6 +72,10 @@ def test_the_base_builds_the_protocol_and_the_roles(tmp_path: Path) -> None:
     assert cfg.suite_ref == "synthetic:tiny:seed=7"
     with cfg.roles() as roles:
         assert roles.backend == "builtin"
+        # the tiny runs the notebooks narrate were found without pooling under shared option sets
+        assert roles.local_planner.kinds.pool_option_sets is False
+    with nb.QuickstartConfig(support_asks=True).roles() as roles:
+        assert roles.local_planner.kinds.pool_option_sets is True
     llm = nb.DataConfig(
         backend="llm",
         base_url="http://127.0.0.1:9/v1",

@@ -15,6 +15,8 @@ from tsevo.data.synthetic import make_suite
 from tsevo.evolve import ProtocolConfig, evolve
 from tsevo.evolve.support import SupportConfig
 from tsevo.roles import RoleSet
+from tsevo.roles.builtin import MeasurementPlanner
+from tsevo.roles.builtin.kindplan import KindPlanSettings
 from tsevo.roles.llm.config import RoleConfigs
 from tsevo.store import RunLayout, RunStore
 
@@ -61,9 +63,10 @@ class NotebookConfig:
     """LLM response cache in the run folder: read_write | replay | off; llm backend only."""
     support_asks: bool = False
     """The few-examples regime's adaptations: grant the builtin planner's asks for more of a bucket
-    as support (``support.planner_requests``) and the builtin triage's bound on categories
-    (``support.triage_bound``); both on by default in ``tsevo evolve``. Off here: the stage
-    notebooks narrate the paper's split."""
+    as support (``support.planner_requests``), the builtin triage's bound on categories
+    (``support.triage_bound``) and the builtin planner's pooling of kinds under a shared specific
+    option set (``KindPlanSettings.pool_option_sets``); all on by default in ``tsevo evolve``. Off
+    here: the stage notebooks narrate the paper's split."""
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -153,7 +156,10 @@ class NotebookConfig:
             run_dir: The run folder (the LLM response cache lives in it); default :meth:`run_path`.
         """
         if self.backend == "builtin":
-            return RoleSet.builtin()
+            if self.support_asks:
+                return RoleSet.builtin()
+            kinds = KindPlanSettings(pool_option_sets=False)
+            return RoleSet.builtin(local_planner=MeasurementPlanner(kinds=kinds))
         return RoleSet.llm(
             self.llm_configs(),
             run_dir=run_dir if run_dir is not None else self.run_path(),

@@ -171,40 +171,10 @@ def concept_stems(tokens: Iterable[str]) -> frozenset[str]:
     return frozenset(stem for t in tokens for stem in CONCEPTS if _hits(t, stem))
 
 
-#: Endings a short stem takes: inflections and the derivations that keep its sense ("cycl" ->
-#: cycle, cycles, cyclic, cyclical; "caus" -> cause, causal, causality; "flip" -> flipped;
-#: "grow" -> growth), but not arbitrary continuations ("red" is not "reduce").
-_ENDINGS = frozenset(
-    [
-        "s",
-        "e",
-        "es",
-        "d",
-        "ed",
-        "ing",
-        "ged",
-        "ging",
-        "ped",
-        "ping",
-        "n",
-        "en",
-        "th",
-        "ic",
-        "ical",
-        "al",
-        "ality",
-        "ally",
-        "er",
-        "ers",
-        "ly",
-    ]
-) | {""}
-
-
 def _hits(token: str, stem: str) -> bool:
     if len(stem) >= 5:
         return token.startswith(stem)
-    return token.startswith(stem) and token[len(stem) :] in _ENDINGS
+    return token in (stem, stem + "s", stem + "ed", stem + "ged", stem + "ing")
 
 
 _STOP = frozenset(

@@ -34,7 +34,7 @@ from .composite import Branch, branch_rule, composite_measurement
 from .concepts import concept_stems, groups_for
 from .kinds import KindIndex, median_kind_size
 from .measure import SpecCache
-from .optsem import semantic_rank, yes_no
+from .optsem import option_semantics, semantic_rank, yes_no
 
 __all__ = ["KindPlanSettings", "composite_card", "plan_kinds", "support_request"]
 
@@ -83,6 +83,9 @@ class KindPlanSettings:
             under one option set; see ``_siblings``); the pooled rule
             is used when it reads the kind's own rows at least as well as the kind's own rule does
             out of sample (shrinkage toward the pooled rule).
+        pool_option_sets: A specific option set alone (labels other than Yes / No, numbers in
+            one unit) makes pooling partners; off, only options that name positions or
+            directions do (the stage notebooks' tiny runs were found that way).
     """
 
     min_rows: int = 3
@@ -93,6 +96,7 @@ class KindPlanSettings:
     min_gain: int = 1
     max_branches: int = 48
     pool: bool = True
+    pool_option_sets: bool = True
     max_kind_share: float = 0.25
     few_errors: float = 3.0
     few_rows: float = 6.0
@@ -108,7 +112,13 @@ def _labelled(dossier: Dossier) -> list[Example]:
     return out
 
 
-def _siblings(index: KindIndex, kid: str, by_kind: Mapping[str, Sequence[Example]]) -> list[str]:
+def _siblings(
+    index: KindIndex,
+    kid: str,
+    by_kind: Mapping[str, Sequence[Example]],
+    option_sets: bool = True,
+    named_ok: bool = True,
+) -> list[str]:
     """Kinds with the same option shape that may ask ``kid``'s question (pooling partners).
 
     A partner either shares the option set when that set is specific (any labels but a bare
@@ -116,12 +126,16 @@ def _siblings(index: KindIndex, kid: str, by_kind: Mapping[str, Sequence[Example
     one question, or one reading, however it is worded; numbers in the same unit, "6 seconds /
     10 seconds"), or shares a concept word with ``kid``
     (:func:`~.concepts.concept_stems`). Partners are candidates only: a pooled rule must still
-    read this kind's own rows (see :func:`plan_kinds`).
+    read this kind's own rows (see :func:`plan_kinds`). ``option_sets`` False: a shared option
+    set makes partners only under options that name positions or directions (:mod:`.optsem`),
+    and only when ``named_ok`` (the option rules are on).
     """
     k = index.by_id[kid]
     specific = (bool(k.option_labels) and k.option_labels not in _GENERIC_LABELS) or (
         k.shape.startswith("numeric:")
     )
+    if not option_sets:
+        specific = named_ok and option_semantics(k.option_labels) is not None
     stems = concept_stems(k.anchor)
     if not stems and not specific:
         return []
@@ -238,7 +252,11 @@ def plan_kinds(
         ex = by_kind.get(kid, [])
         kind = index.by_id[kid]
         current = sum(bool(getattr(e.record, "correct", False)) for e in ex)
-        sibs = _siblings(index, kid, by_kind) if settings.pool else []
+        sibs = (
+            _siblings(index, kid, by_kind, settings.pool_option_sets, settings.option_rules)
+            if settings.pool
+            else []
+        )
         pooled = [*ex, *(e for s in sibs for e in by_kind[s])]
         entry: dict[str, Any] = {
             "template": kind.describe(),
