@@ -22,10 +22,7 @@ class _Rec:
     final_answer: int | None = None
 
 
-def _ex(qid: str, text: str, rising: bool, seed: int, options: tuple[str, str] = YN) -> Example:
-    rng = np.random.default_rng(seed)
-    t = np.linspace(0.0, 1.0, 96)
-    y = (t if rising else -t) * 3.0 + 0.2 * rng.standard_normal(96)
+def _view(qid: str, text: str, options: tuple[str, ...], y: np.ndarray, gold: int) -> QuestionView:
     q = Question(
         id=qid,
         source="test",
@@ -34,9 +31,17 @@ def _ex(qid: str, text: str, rising: bool, seed: int, options: tuple[str, str] =
         options=options,
         series={"X": y},
         primary=("X",),
-        gold=0 if rising else 1,
+        gold=gold,
     )
-    return Example(QuestionView.of(q, "v" + qid), q.gold, _Rec())
+    return QuestionView.of(q, "v" + qid)
+
+
+def _ex(qid: str, text: str, rising: bool, seed: int, options: tuple[str, str] = YN) -> Example:
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0.0, 1.0, 96)
+    y = (t if rising else -t) * 3.0 + 0.2 * rng.standard_normal(96)
+    gold = 0 if rising else 1
+    return Example(_view(qid, text, options, y, gold), gold, _Rec())
 
 
 def _dossier() -> Dossier:
@@ -110,17 +115,7 @@ def test_a_dominant_kind_leaves_the_bucket_to_the_one_measurement_planner():
 
 
 def _numeric(qid: str, text: str, options: tuple[str, ...]) -> QuestionView:
-    q = Question(
-        id=qid,
-        source="test",
-        task="mixed",
-        question=text,
-        options=options,
-        series={"X": np.zeros(32)},
-        primary=("X",),
-        gold=0,
-    )
-    return QuestionView.of(q, "v" + qid)
+    return _view(qid, text, options, np.zeros(32), 0)
 
 
 def test_numbers_in_one_unit_are_one_option_set_and_other_units_another():
