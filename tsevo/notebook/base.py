@@ -156,9 +156,7 @@ class NotebookConfig:
             run_dir: The run folder (the LLM response cache lives in it); default :meth:`run_path`.
         """
         if self.backend == "builtin":
-            if self.support_asks:
-                return RoleSet.builtin()
-            kinds = KindPlanSettings(pool_option_sets=False)
+            kinds = KindPlanSettings(pool_option_sets=self.support_asks)
             return RoleSet.builtin(local_planner=MeasurementPlanner(kinds=kinds))
         return RoleSet.llm(
             self.llm_configs(),

@@ -131,10 +131,10 @@ def _siblings(
     and only when ``named_ok`` (the option rules are on).
     """
     k = index.by_id[kid]
-    specific = (bool(k.option_labels) and k.option_labels not in _GENERIC_LABELS) or (
-        k.shape.startswith("numeric:")
-    )
-    if not option_sets:
+    if option_sets:
+        labels = bool(k.option_labels) and k.option_labels not in _GENERIC_LABELS
+        specific = labels or k.shape.startswith("numeric:")
+    else:
         specific = named_ok and option_semantics(k.option_labels) is not None
     stems = concept_stems(k.anchor)
     if not stems and not specific:
