@@ -16,7 +16,8 @@ is how well its rules transfer to new questions of the same kinds:
   rows;
 * ``perfect_dispatch``: per fit seed and true kind, the shipped few-shot search
   (:func:`tsevo.roles.builtin.kindplan._search`: the rules options that name positions or
-  directions fix, then concept groups, then the whole catalog) on that
+  directions fix, then concept groups, then the whole catalog), read as a branch reads it (the
+  option the measurement and its peers agree on), on that
   seed's 3-6 train rows of the kind; the base answer stays where the rule does not recover more
   rows than the base answerer (the planner's ``min_gain``). The builtin learner with kinds given;
 * ``unsupervised_kinds``: per fit seed, :func:`tsevo.roles.builtin.kindplan.plan_kinds` on one
@@ -164,15 +165,20 @@ def perfect_dispatch(
     got = _search(MeasurementPlanner(), ex, words, settings, {})
     if got is None:
         return _base_acc(ev), "no rule clears the bar"
-    best = got[0]
+    best, _, peers = got
     current = sum(bool(e.record.correct) for e in ex)
     if round(best.cv_acc * len(ex)) - current < settings.min_gain:
         return _base_acc(ev), "kept base"
     hits = 0
     for r in ev:
-        o = apply_rule(best.rule, r["vals"].get(best.spec), r["options"], r["cands"], r["text"])
-        hits += (o.option if o.option is not None else r["base"]) == r["gold"]
-    return hits / len(ev), best.spec.describe(best.key)
+        # a branch's consensus: the option the measurement and all its peers name
+        reads = {
+            apply_rule(m.rule, r["vals"].get(m.spec), r["options"], r["cands"], r["text"]).option
+            for m in (best, *peers)
+        }
+        o = reads.pop() if len(reads) == 1 else None
+        hits += (o if o is not None else r["base"]) == r["gold"]
+    return hits / len(ev), " ~ ".join(m.spec.describe(m.key) for m in (best, *peers))
 
 
 def _kept(qid: str) -> bool:
@@ -206,8 +212,14 @@ def unsupervised_kinds(
         ans = r["base"]
         for b in branches:
             if all(w in toks for w in b.require) and not any(w in toks for w in b.forbid):
-                o = apply_rule(b.rule, r["vals"].get(b.spec), r["options"], r["cands"], r["text"])
-                ans = o.option if o.option is not None else ans
+                reads = {
+                    apply_rule(
+                        m.rule, r["vals"].get(m.spec), r["options"], r["cands"], r["text"]
+                    ).option
+                    for m in b.members()
+                }
+                o = reads.pop() if len(reads) == 1 else None
+                ans = o if o is not None else ans
                 break
         per[r["kind"]][0] += 1
         per[r["kind"]][1] += int(ans == r["gold"])

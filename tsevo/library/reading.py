@@ -93,6 +93,8 @@ def apply_rule(
                 if last.option is not None:
                     return last
         return last
+    if rule.kind == "consensus":
+        return _read_consensus(rule, outputs, options, candidates, question)
     if rule.kind == "label":
         return _read_label(rule, outputs, options)
     if rule.kind == "nearest_number":
@@ -100,6 +102,24 @@ def apply_rule(
     if rule.kind == "tree":
         return _read_tree(rule, outputs, options)
     return _read_extremum(rule, outputs, options, candidates, question)
+
+
+def _read_consensus(
+    rule: ReadingRule,
+    outputs: Mapping[str, Any],
+    options: Sequence[str],
+    candidates: Sequence[str],
+    question: str,
+) -> Reading:
+    reads = [apply_rule(r, outputs, options, candidates, question) for r in rule.branches]
+    first = reads[0]
+    if any(r.option is None for r in reads):
+        return Reading(
+            None, 0.0, "no consensus: " + next(r.reason for r in reads if r.option is None)
+        )
+    if any(r.option != first.option for r in reads):
+        return Reading(None, 0.0, "no consensus: " + "; ".join(r.reason for r in reads))
+    return Reading(first.option, rule.confidence, " and ".join(r.reason for r in reads))
 
 
 def inverts(rule: ReadingRule, question: str) -> bool:

@@ -21,7 +21,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from tsevo.hashing import canonical_json
 
@@ -47,15 +47,10 @@ __all__ = [
 ]
 
 ArtifactKind = Literal["tool", "usage_guidance", "prompt_patch", "scope_override", "tombstone"]
-ARTIFACT_KINDS: tuple[str, ...] = (
-    "tool",
-    "usage_guidance",
-    "prompt_patch",
-    "scope_override",
-    "tombstone",
-)
-RuleKind = Literal["label", "nearest_number", "extremum", "tree", "branches"]
-RULE_KINDS: tuple[str, ...] = ("label", "nearest_number", "extremum", "tree", "branches")
+ARTIFACT_KINDS: tuple[str, ...] = get_args(ArtifactKind)
+RuleKind = Literal["label", "nearest_number", "extremum", "tree", "branches", "consensus"]
+RULE_KINDS: tuple[str, ...] = get_args(RuleKind)
+_NESTED = ("branches", "consensus")  # rule kinds that hold sub-rules in ``branches``
 #: Most levels of a ``tree`` rule and most distinct outputs it may read (a two-feature rule).
 TREE_DEPTH = 2
 TREE_FEATURES = 2
@@ -125,9 +120,12 @@ class ReadingRule:
         ``branches``: one rule per branch of a composite tool. A composite tool answers every branch
         it fires on and prefixes its output keys with the branch (``b1_``, ``b2_``...); the first
         sub-rule whose outputs are present and that names an option decides.
+        ``consensus``: at least two rules (in ``branches``), each on its own measurement of one
+        question: the option all of them name; no decision when one abstains or two disagree.
 
     Attributes:
-        kind: ``label`` | ``nearest_number`` | ``extremum`` | ``tree`` | ``branches``.
+        kind: ``label`` | ``nearest_number`` | ``extremum`` | ``tree`` | ``branches`` |
+            ``consensus``.
         key: Output key read (``label``, ``nearest_number``).
         bins: Cut points (``label``).
         labels: Class label texts (``label``).
@@ -139,7 +137,8 @@ class ReadingRule:
         margin: Abstain band (see kinds).
         confidence: Prior confidence of the rule in [0, 1] (cross-validated accuracy on train).
         tree: The decision tree (``tree``).
-        branches: The per-branch rules (``branches``; none of them a ``branches`` rule).
+        branches: The per-branch rules (``branches``; none of them a ``branches`` rule), or the
+            agreeing rules (``consensus``; none of them a ``branches`` or ``consensus`` rule).
     """
 
     kind: RuleKind
@@ -165,10 +164,16 @@ class ReadingRule:
             _check_tree(self.tree, TREE_DEPTH)
             if len(_tree_keys(self.tree)) > TREE_FEATURES:
                 raise ValueError(f"a tree rule reads at most {TREE_FEATURES} outputs")
-        if (self.kind == "branches") != bool(self.branches):
-            raise ValueError("a branches rule needs sub-rules, and only a branches rule has them")
+        if (self.kind in _NESTED) != bool(self.branches):
+            raise ValueError(
+                "a branches or consensus rule needs sub-rules, and only such a rule has them"
+            )
         if any(b.kind == "branches" for b in self.branches):
             raise ValueError("branch rules do not nest")
+        if self.kind == "consensus" and (
+            len(self.branches) < 2 or any(b.kind == "consensus" for b in self.branches)
+        ):
+            raise ValueError("a consensus rule reads at least two non-consensus rules")
         if self.kind == "label" and len(self.labels) != len(self.bins) + 1:
             raise ValueError("a label rule needs exactly one more label than bins")
         if self.kind == "label" and list(self.bins) != sorted(self.bins):
@@ -189,14 +194,19 @@ class ReadingRule:
             return (self.key,)
         if self.kind == "tree":
             return _tree_keys(self.tree)
-        if self.kind == "branches":
+        if self.kind in _NESTED:
             return tuple(k for b in self.branches for k in b.read_keys())
         return ()
 
     def applies(self, outputs: Mapping[str, Any], candidates: Sequence[str]) -> bool:
-        """Whether ``outputs`` hold what the rule reads (a ``branches`` rule: one of its branches)."""
+        """Whether ``outputs`` hold what the rule reads.
+
+        A ``branches`` rule: one of its branches; a ``consensus`` rule: all of its rules.
+        """
         if self.kind == "branches":
             return any(b.applies(outputs, candidates) for b in self.branches)
+        if self.kind == "consensus":
+            return all(b.applies(outputs, candidates) for b in self.branches)
         if self.kind == "extremum":
             return bool(candidates) and all(f"{self.prefix}{c}" in outputs for c in candidates)
         return all(k in outputs for k in self.read_keys())
@@ -244,6 +254,10 @@ class ReadingRule:
             return f"choose the option whose number is nearest {self.scale:.4g} * {self.key} + {self.offset:.4g}"
         if self.kind == "tree":
             return f"two-feature rule: {_tree_text(self.tree)}; choose the option naming the class"
+        if self.kind == "consensus":
+            return "the option all of these name, none when they disagree: " + " | ".join(
+                b.describe() for b in self.branches
+            )
         if self.kind == "branches":
             return "; ".join(
                 f"when the outputs are {', '.join(b.read_keys()) or b.prefix + '<candidate>'}: "

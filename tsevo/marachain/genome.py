@@ -26,8 +26,10 @@ from tsevo.library.tool import Guidance, Matcher, ReadingRule, Scope, Tool
 from tsevo.roles.builtin.composite import (
     Branch,
     branch_rule,
+    composite_doc,
     composite_measurement,
     composite_source,
+    member_prefix,
 )
 from tsevo.roles.builtin.measure import MODES, Spec, SpecCache, spec_source
 from tsevo.roles.builtin.rules import Row, cross_validate, fit_rule, train_accuracy, tune_margin
@@ -89,9 +91,7 @@ def genome_draft(parent: Tool, g: Genome) -> Tool:
     """``parent`` rewritten from genome ``g``: same kind, signature and name, new source and rule."""
     measurement = g.measurement
     if g.composite:
-        source = composite_source(
-            g.branches, name=parent.name, doc=f"Evidence per question kind: {measurement}."
-        )
+        source = composite_source(g.branches, name=parent.name, doc=composite_doc(g.branches))
         scope = replace(
             g.scope, kinds=tuple(Matcher(require=b.require, forbid=b.forbid) for b in g.branches)
         )
@@ -135,7 +135,7 @@ def genome_of(
             rule = draft.guidance.rule if draft.guidance is not None else None
             if rule is not None and rule.kind == "branches" and len(rule.branches) == len(keep):
                 keep = [
-                    replace(b, rule=_unprefixed(r, f"b{i}_"))
+                    _with_branch_rule(b, r, i)
                     for i, (b, r) in enumerate(zip(keep, rule.branches, strict=True), 1)
                 ]
             found = Genome(tuple(keep), True, replace(draft.scope, kinds=()))
@@ -217,10 +217,19 @@ def with_rule(g: Genome, rule: ReadingRule | None) -> Genome:
     return replace(
         g,
         branches=tuple(
-            replace(b, rule=_unprefixed(r, f"b{i}_"))
+            _with_branch_rule(b, r, i)
             for i, (b, r) in enumerate(zip(g.branches, rule.branches, strict=True), 1)
         ),
     )
+
+
+def _with_branch_rule(b: Branch, rule: ReadingRule, i: int) -> Branch:
+    """Branch ``i`` with its part of a tool's ``branches`` rule (a consensus: its peers' too)."""
+    if rule.kind != "consensus" or len(rule.branches) != 1 + len(b.peers):
+        return replace(b, rule=_unprefixed(rule, member_prefix(i, 0)))
+    own, *rest = (_unprefixed(r, member_prefix(i, j)) for j, r in enumerate(rule.branches))
+    peers = tuple(replace(p, rule=r) for p, r in zip(b.peers, rest, strict=True))
+    return replace(b, rule=own, peers=peers)
 
 
 def _unprefixed(rule: ReadingRule, p: str) -> ReadingRule:

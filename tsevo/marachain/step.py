@@ -74,11 +74,12 @@ def _margin(rule: Any, wider: bool) -> float | None:
 def rule_variant(rule: Any, wider: bool) -> Any:
     """The reading rule with its abstain band widened or narrowed (``None``: nothing to move).
 
-    A composite tool's ``branches`` rule moves every branch's band together.
+    A composite tool's ``branches`` rule moves every branch's band together (and a
+    ``consensus`` rule every one of its rules' bands).
     """
     if rule is None:
         return None
-    if rule.kind == "branches":
+    if rule.kind in ("branches", "consensus"):
         moved = [rule_variant(b, wider) for b in rule.branches]
         if all(b is None for b in moved):
             return None

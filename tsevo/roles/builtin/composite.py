@@ -9,6 +9,11 @@ and its reading rule. Output keys are prefixed with the branch (``b1_``, ``b2_``
 branch with its own rule. The branch list is the tool's measurement signature: it is what the
 contract's ``measurement`` names, so merging, pruning and chain refinement treat it as one.
 
+A branch may carry *peers*: other measurements that read its train rows as well as its own does
+(``b3p1_``, ``b3p2_``... keys). Its rule is then a ``consensus``: the branch answers only where all
+of them name the same option, and keeps the agent's answer where they disagree. Of several
+measurements that fit a handful of rows, the ones fitting by chance disagree on new questions.
+
 :func:`composite_source` writes real source: every branch guards its own computation (a primitive
 that abstains leaves that branch out instead of voiding the tool), so overlapping branches can both
 answer and the reviewer takes the first whose rule names an option.
@@ -16,7 +21,7 @@ answer and the reviewer takes the first whose rule names an option.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,9 +29,42 @@ from tsevo.library.tool import ReadingRule
 
 from .measure import Spec, number_is_float
 
-__all__ = ["Branch", "branch_rule", "composite_measurement", "composite_source"]
+__all__ = [
+    "Branch",
+    "Peer",
+    "branch_rule",
+    "composite_doc",
+    "composite_measurement",
+    "composite_source",
+    "member_prefix",
+    "within",
+]
 
 _WINDOW = {"window2": ("a", "b"), "window4": ("a", "b", "c", "d")}
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Another measurement of a branch's question, with its own rule (see ``Branch.peers``)."""
+
+    spec: Spec
+    keys: tuple[str, ...]
+    rule: ReadingRule
+
+    def describe(self) -> str:
+        """The measurement it reads."""
+        if self.rule.kind == "extremum":
+            return self.spec.describe(self.rule.prefix[:-1])
+        return " + ".join(self.spec.describe(k) for k in self.keys)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {"spec": self.spec.to_dict(), "keys": list(self.keys), "rule": self.rule.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Peer:
+        """Inverse of :meth:`to_dict`."""
+        return cls(Spec.from_dict(d["spec"]), tuple(d["keys"]), ReadingRule.from_dict(d["rule"]))
 
 
 @dataclass(frozen=True)
@@ -42,6 +80,9 @@ class Branch:
             candidate).
         rule: The reading rule on the *unprefixed* keys.
         stats: Planner statistics (rows, cross-validated accuracy...), JSON-friendly.
+        peers: Measurements that read the branch's train rows as well as its own does; the
+            branch then answers only where all of them name the same option (a ``consensus``
+            rule). Empty: the branch's own rule alone.
     """
 
     kinds: tuple[str, ...]
@@ -51,12 +92,15 @@ class Branch:
     keys: tuple[str, ...]
     rule: ReadingRule
     stats: Mapping[str, Any] = field(default_factory=dict)
+    peers: tuple[Peer, ...] = ()
 
     def describe(self) -> str:
-        """The measurement it reads, e.g. ``trend.slope_sigma[window2]``."""
-        if self.rule.kind == "extremum":
-            return self.spec.describe(self.rule.prefix[:-1])
-        return " + ".join(self.spec.describe(k) for k in self.keys)
+        """The measurement it reads, e.g. ``trend.slope_sigma[window2]`` (peers after ``~``)."""
+        return " ~ ".join(m.describe() for m in self.members())
+
+    def members(self) -> tuple[Peer, ...]:
+        """Its own measurement and rule, then its peers'."""
+        return (Peer(self.spec, self.keys, self.rule), *self.peers)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict (what a card's plan carries)."""
@@ -68,6 +112,7 @@ class Branch:
             "keys": list(self.keys),
             "rule": self.rule.to_dict(),
             "stats": dict(self.stats),
+            **({"peers": [p.to_dict() for p in self.peers]} if self.peers else {}),
         }
 
     @classmethod
@@ -81,6 +126,7 @@ class Branch:
             tuple(d["keys"]),
             ReadingRule.from_dict(d["rule"]),
             dict(d.get("stats") or {}),
+            tuple(Peer.from_dict(p) for p in d.get("peers") or ()),
         )
 
 
@@ -103,15 +149,32 @@ def _prefixed(rule: ReadingRule, p: str) -> ReadingRule:
     return replace(rule, key=p + rule.key)
 
 
+def member_prefix(branch: int, member: int) -> str:
+    """Output key prefix of a branch's measurement (``b3_``) or of its peers (``b3p1_``...)."""
+    return f"b{branch}_" if member == 0 else f"b{branch}p{member}_"
+
+
+def _branch_sub(b: Branch, i: int) -> ReadingRule:
+    rules = [_prefixed(m.rule, member_prefix(i, j)) for j, m in enumerate(b.members())]
+    if len(rules) == 1:
+        return rules[0]
+    return ReadingRule("consensus", branches=tuple(rules), confidence=rules[0].confidence)
+
+
 def branch_rule(branches: Sequence[Branch]) -> ReadingRule:
     """The tool's reading rule: each branch's rule on its prefixed keys (one branch: that rule)."""
-    subs = tuple(_prefixed(b.rule, f"b{i}_") for i, b in enumerate(branches, 1))
+    subs = tuple(_branch_sub(b, i) for i, b in enumerate(branches, 1))
     conf = max((r.confidence for r in subs), default=0.5)
     return ReadingRule("branches", branches=subs, confidence=conf)
 
 
+def _words(ws: Sequence[str]) -> str:
+    return "{" + ", ".join(repr(w) for w in ws) + "}"
+
+
 def _cond(b: Branch) -> str:
-    parts = [f"{w!r} in toks" for w in b.require] + [f"{w!r} not in toks" for w in b.forbid]
+    parts = [f"{_words(b.require)} <= toks"] if b.require else []
+    parts += [f"not {_words(b.forbid)} & toks"] if b.forbid else []
     return " and ".join(parts) or "True"
 
 
@@ -122,11 +185,11 @@ def _call(spec: Spec, args: str) -> str:
     return f"P.{spec.primitive}({args}{', ' + kw if kw else ''})"
 
 
-def _branch_lines(b: Branch, p: str, pad: str) -> list[str]:
-    """Statements computing one branch into ``out`` (nested guards, never an early return)."""
+def _branch_lines(b: Peer, p: str, pad: str) -> list[str]:
+    """Statements computing one measurement into ``out`` (nested guards, never an early return)."""
     s, keys = b.spec, b.keys
     lines: list[str] = []
-    r = f"{p}r"
+    r = "r"  # members run one after another: one name serves them all
 
     def put(src: str, ind: str) -> list[str]:
         return [f"{ind}out[{p + k!r}] = {src}[{k!r}]" for k in keys]
@@ -199,11 +262,16 @@ def _branch_lines(b: Branch, p: str, pad: str) -> list[str]:
     return lines
 
 
+def composite_doc(branches: Sequence[Branch]) -> str:
+    """A composite tool's docstring (its measurements are in the contract: the source stays short)."""
+    return f"Evidence per question kind: {len(branches)} branches, each its own measurement."
+
+
 def composite_source(branches: Sequence[Branch], name: str = "composite", doc: str = "") -> str:
     """Real source of a composite tool (one zero-argument function) for the given branches."""
     if not branches:
         raise ValueError("a composite tool needs at least one branch")
-    modes = {b.spec.mode for b in branches}
+    modes = {m.spec.mode for b in branches for m in b.members()}
     lines = [f"def {name}():"]
     if doc:
         lines.append(f'    """{doc}"""')
@@ -213,6 +281,25 @@ def composite_source(branches: Sequence[Branch], name: str = "composite", doc: s
     lines.append("    out = {}")
     for i, b in enumerate(branches, 1):
         lines.append(f"    if {_cond(b)}:")
-        lines += _branch_lines(b, f"b{i}_", "        ")
+        for j, m in enumerate(b.members()):
+            lines += _branch_lines(m, member_prefix(i, j), "        ")
     lines += ["    if not out:", "        return None", "    return out"]
     return "\n".join(lines) + "\n"
+
+
+def within(
+    branches: Sequence[Branch], size: Callable[[Sequence[Branch]], int], limit: int
+) -> list[Branch]:
+    """The branches, made to fit ``size(...) <= limit`` (the sandbox gate's bound on source).
+
+    The last branches (those serving the fewest errors) lose their peers first, then whole
+    branches go from the end; one branch always stays.
+    """
+    out = list(branches)
+    for i in reversed(range(len(out))):
+        if size(out) <= limit:
+            return out
+        out[i] = replace(out[i], peers=())
+    while len(out) > 1 and size(out) > limit:
+        out.pop()
+    return out

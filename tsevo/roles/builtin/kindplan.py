@@ -30,7 +30,7 @@ from tsevo.library.reading import apply_rule
 from tsevo.library.tool import Contract, Matcher, Scope
 
 from ..protocols import ContractCard, Dossier, Example
-from .composite import Branch, branch_rule, composite_measurement
+from .composite import Branch, Peer, branch_rule, composite_measurement
 from .concepts import concept_stems, groups_for
 from .kinds import KindIndex, median_kind_size
 from .measure import SpecCache
@@ -83,6 +83,13 @@ class KindPlanSettings:
             under one option set; see ``_siblings``); the pooled rule
             is used when it reads the kind's own rows at least as well as the kind's own rule does
             out of sample (shrinkage toward the pooled rule).
+        peers: Most other measurements a branch's rule must agree with (0: none). They are the
+            ones that read the kind's rows exactly as well out of sample as the chosen one does
+            (ties of the same search); the branch answers only where all name the same option
+            (:class:`~.composite.Peer`), so a measurement that fits a handful of rows by chance
+            is caught out on new questions where its equals read otherwise.
+        min_peers: Fewest such peers a kind's rule needs to be served (0: a rule with no equal
+            is read alone).
         pool_option_sets: A specific option set alone (labels other than Yes / No, numbers in
             one unit) makes pooling partners; off, only options that name positions or
             directions do (the stage notebooks' tiny runs were found that way).
@@ -97,6 +104,8 @@ class KindPlanSettings:
     max_branches: int = 48
     pool: bool = True
     pool_option_sets: bool = True
+    peers: int = 2
+    min_peers: int = 0
     max_kind_share: float = 0.25
     few_errors: float = 3.0
     few_rows: float = 6.0
@@ -149,6 +158,12 @@ def _siblings(
     )
 
 
+def _ties(ranked: Sequence[Any], n: int) -> tuple[Any, ...]:
+    """The first ``n`` measurements after ``ranked[0]`` that cross-validate exactly as well."""
+    best = ranked[0]
+    return tuple(r for r in ranked[1:] if r.cv_acc >= best.cv_acc - 1e-9)[:n]
+
+
 def _search(
     ranker: _Ranker,
     ex: Sequence[Example],
@@ -156,27 +171,30 @@ def _search(
     settings: KindPlanSettings,
     entry: dict[str, Any],
     tag: str = "",
-) -> tuple[Any, str] | None:
-    """The best measurement and rule on ``ex``: concept groups first, then the whole catalog."""
+) -> tuple[Any, str, tuple[Any, ...]] | None:
+    """The best measurement and rule on ``ex``: concept groups first, then the whole catalog.
+
+    Returns it with its source and its peers (its first ``settings.peers`` ties in that search).
+    """
     prior = groups_for(words)
     # a Yes / No kind's test verdict competes with the learned rules of its concept groups
     test: Any = None
     if settings.option_rules:
         named = semantic_rank(ranker.cache, ex, None, words, prefer=prior or frozenset())
         if named and named[0].cv_acc >= settings.option_bar:
+            test = named[0], _ties(named, settings.peers)
             if yes_no(ex[0].question.options) is None:
-                return named[0], "options"
-            test = named[0]
+                return named[0], "options", test[1]
     passes = [(prior, settings.bar), (None, settings.strict_bar)] if prior else []
     for groups, bar in passes or [(None, settings.strict_bar)]:
         _, _, ranked = ranker.rank(ex, groups=groups, few=True, words=words)
         if not ranked:
             continue
         best = ranked[0]
-        if test is not None and test.cv_acc >= best.cv_acc:
-            return test, "tests"
+        if test is not None and test[0].cv_acc >= best.cv_acc:
+            return test[0], "tests", test[1]
         if best.cv_acc >= bar:
-            return best, "concepts" if groups else "catalog"
+            return best, "concepts" if groups else "catalog", _ties(ranked, settings.peers)
         entry.setdefault("rejected", []).append(
             {
                 "measurement": best.spec.describe(best.key),
@@ -184,7 +202,7 @@ def _search(
                 **({"rows": tag} if tag else {}),
             }
         )
-    return (test, "tests") if test is not None else None
+    return (test[0], "tests", test[1]) if test is not None else None
 
 
 def _accuracy(ranker: _Ranker, best: Any, ex: Sequence[Example]) -> float:
@@ -285,12 +303,17 @@ def plan_kinds(
                 # shrinkage toward the pooled rule: it reads this kind's own rows at least as well
                 # as the kind's own best rule does out of sample
                 if own is None or own_acc >= own[0].cv_acc - 1e-9:
-                    chosen = (shared[0], shared[1] + "+pooled")
+                    chosen = (shared[0], shared[1] + "+pooled", shared[2])
                     entry["pooled_own_acc"] = round(own_acc, 4)
         if chosen is None:
             entry["outcome"] = "no rule clears the bar"
             continue
-        best, source = chosen
+        best, source, ties = chosen
+        if len(ties) < settings.min_peers:
+            entry["outcome"] = (
+                f"{len(ties)} measurements read the rows as well, fewer than {settings.min_peers}"
+            )
+            continue
         # own rule: its out-of-sample accuracy; pooled rule: how it reads the kind's rows
         acc = _accuracy(ranker, best, ex) if source.endswith("+pooled") else best.cv_acc
         recovered = round(acc * len(ex))
@@ -314,9 +337,10 @@ def plan_kinds(
                     "source": source,
                     "template": kind.describe(),
                 },
+                tuple(Peer(t.spec, (t.key,), t.rule) for t in ties),
             )
         )
-        entry["outcome"] = f"branch b{len(branches)}: {best.spec.describe(best.key)} ({source})"
+        entry["outcome"] = f"branch b{len(branches)}: {branches[-1].describe()} ({source})"
         if len(branches) >= settings.max_branches:
             break
     return branches, report
@@ -341,14 +365,14 @@ def composite_card(
     """The contract card of a composite tool serving ``branches``."""
     tasks = tuple(sorted({e.question.task for e in dossier.support}))
     sig: list[str] = []
-    for b in branches:
-        for s in _SIGNATURE[b.spec.mode]:
+    for m in (m for b in branches for m in b.members()):
+        for s in _SIGNATURE[m.spec.mode]:
             if s not in sig:
                 sig.append(s)
     kinds = tuple(Matcher(require=b.require, forbid=b.forbid) for b in branches)
     scope = Scope(
         tasks=tasks,
-        evidence=tuple(sorted({b.spec.primitive for b in branches})),
+        evidence=tuple(sorted({m.spec.primitive for b in branches for m in b.members()})),
         arity="any",
         options_kind="any",
         kinds=kinds,

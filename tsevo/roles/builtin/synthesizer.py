@@ -15,10 +15,18 @@ from dataclasses import replace
 from typing import Any
 
 from tsevo.library.library import slug
+from tsevo.library.sandbox.gate import MAX_SOURCE_CHARS
 from tsevo.library.tool import Contract, Guidance, Matcher, Provenance, ReadingRule, Tool
 
 from ..protocols import AttemptFeedback, Example, WorkGroup
-from .composite import Branch, branch_rule, composite_measurement, composite_source
+from .composite import (
+    Branch,
+    branch_rule,
+    composite_doc,
+    composite_measurement,
+    composite_source,
+    within,
+)
 from .measure import Spec, spec_source
 
 __all__ = ["COMPOSITE_BARS", "TemplateSynthesizer"]
@@ -140,6 +148,12 @@ class TemplateSynthesizer:
                 break
         else:
             return None
+
+        def source(bs: Sequence[Branch]) -> str:
+            name = f"kinds_{len(bs)}_" + slug(group.id, 20)
+            return composite_source(bs, name=name, doc=composite_doc(bs))
+
+        keep = within(keep, lambda bs: len(source(bs)), MAX_SOURCE_CHARS)
         measurement = composite_measurement(keep)
         fname = f"kinds_{len(keep)}_" + slug(group.id, 20)
         rule = branch_rule(keep)
@@ -158,9 +172,7 @@ class TemplateSynthesizer:
             kind="tool",
             name=fname,
             description=f"composite of {len(keep)} branches: " + "; ".join(lines)[:400],
-            source=composite_source(
-                keep, name=fname, doc=f"Evidence per question kind: {measurement}."
-            ),
+            source=source(keep),
             scope=scope,
             contract=replace(group.contract, measurement=measurement),
             guidance=Guidance(text, rule),

@@ -1,0 +1,242 @@
+"""Consensus branches: a composite branch answers only where its equally good measurements agree."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tsevo.data import Question, QuestionView
+from tsevo.library.context import ToolInput
+from tsevo.library.reading import apply_rule
+from tsevo.library.sandbox import Sandbox
+from tsevo.library.tool import ReadingRule
+from tsevo.roles.builtin import MeasurementPlanner
+from tsevo.roles.builtin.composite import (
+    Branch,
+    Peer,
+    branch_rule,
+    composite_measurement,
+    composite_source,
+    member_prefix,
+)
+from tsevo.roles.builtin.kindplan import KindPlanSettings, plan_kinds
+from tsevo.roles.builtin.measure import Spec, spec_values
+from tsevo.roles.protocols import Dossier, Example
+
+UPDOWN = ("upward", "downward")
+SLOPE = ReadingRule("label", key="b1_slope", bins=(0.0,), labels=("downward", "upward"))
+TAU = ReadingRule("label", key="b1p1_tau", bins=(0.1,), labels=("downward", "upward"))
+BOTH = ReadingRule("consensus", branches=(SLOPE, TAU), confidence=0.9)
+
+
+def test_a_consensus_names_the_option_only_when_every_rule_names_it():
+    agree = apply_rule(BOTH, {"b1_slope": 0.4, "b1p1_tau": 0.5}, UPDOWN)
+    assert agree.option == 0 and agree.confidence == 0.9
+    assert "b1_slope" in agree.reason and "b1p1_tau" in agree.reason
+    split = apply_rule(BOTH, {"b1_slope": 0.4, "b1p1_tau": 0.05}, UPDOWN)
+    assert split.option is None and split.reason.startswith("no consensus")
+    # one measurement missing: no consensus, and the rule does not apply
+    assert apply_rule(BOTH, {"b1_slope": 0.4}, UPDOWN).option is None
+    assert not BOTH.applies({"b1_slope": 0.4}, ()) and BOTH.applies(
+        {"b1_slope": 0, "b1p1_tau": 0}, ()
+    )
+    assert BOTH.read_keys() == ("b1_slope", "b1p1_tau")
+    assert ReadingRule.from_dict(BOTH.to_dict()) == BOTH
+    assert "b1p1_tau" in BOTH.describe()
+
+
+def test_consensus_rules_sit_inside_branches_and_hold_plain_rules_only():
+    rule = ReadingRule("branches", branches=(BOTH, replace(SLOPE, key="b2_slope")))
+    assert apply_rule(rule, {"b2_slope": -1.0}, UPDOWN).option == 1
+    # the first branch fires but its measurements disagree: the next branch that fires decides
+    out = {"b1_slope": 0.4, "b1p1_tau": -0.5, "b2_slope": -1.0}
+    assert apply_rule(rule, out, UPDOWN).option == 1
+    assert ReadingRule.from_dict(rule.to_dict()) == rule
+    with pytest.raises(ValueError):
+        ReadingRule("consensus", branches=(SLOPE,))  # one rule is no consensus
+    with pytest.raises(ValueError):
+        ReadingRule("consensus", branches=(BOTH, SLOPE))  # no nesting
+    with pytest.raises(ValueError):
+        ReadingRule("consensus", branches=(rule, SLOPE))
+
+
+@pytest.fixture(scope="module")
+def sb():
+    s = Sandbox()
+    yield s
+    s.close()
+
+
+def _branch() -> Branch:
+    peers = (
+        Peer(
+            Spec("trend"),
+            ("kendall_tau",),
+            ReadingRule("label", key="kendall_tau", bins=(0.0,), labels=("downward", "upward")),
+        ),
+        Peer(
+            Spec("summary"),
+            ("last",),
+            ReadingRule("label", key="last", bins=(0.0,), labels=("downward", "upward")),
+        ),
+    )
+    return Branch(
+        ("k1",),
+        ("trend",),
+        (),
+        Spec("trend"),
+        ("slope",),
+        ReadingRule("label", key="slope", bins=(0.0,), labels=("downward", "upward")),
+        {"cv_acc": 1.0},
+        peers,
+    )
+
+
+def test_a_branch_with_peers_computes_each_measurement_and_reads_their_consensus(sb):
+    b = _branch()
+    assert b.describe() == "trend.slope ~ trend.kendall_tau ~ summary.last"
+    assert composite_measurement([b]) == "composite(trend.slope ~ trend.kendall_tau ~ summary.last)"
+    assert Branch.from_dict(b.to_dict()) == b
+    assert "peers" not in replace(b, peers=()).to_dict()  # a branch without peers as before
+    src = composite_source([b], "comp")
+    assert sb.check(src).ok
+    rng = np.random.default_rng(0)
+    t = np.linspace(0.0, 1.0, 64)
+    cases = {
+        "up": 2 * t + 0.1 * rng.standard_normal(64),  # all three read upward
+        "dip": 2 * t - 3.0,  # rising, but it ends below zero: the last value reads downward
+    }
+    qs = [
+        Question(
+            id=k,
+            source="t",
+            task="x",
+            question="Is the trend upward?",
+            options=UPDOWN,
+            series={"X": y},
+            primary=("X",),
+            gold=0,
+        )
+        for k, y in cases.items()
+    ]
+    res = sb.run(src, [ToolInput.from_question(q) for q in qs])
+    rule = branch_rule([b])
+    assert [r.kind for r in rule.branches] == ["consensus"] and len(rule.branches[0].branches) == 3
+    for q, r in zip(qs, res, strict=True):
+        want = {}
+        for j, m in enumerate(b.members()):
+            vals = spec_values(m.spec, QuestionView.of(q, "x")) or {}
+            want[member_prefix(1, j) + m.keys[0]] = vals[m.keys[0]]
+        assert dict(r.outputs or {}) == pytest.approx(want)
+    up, dip = (apply_rule(rule, r.outputs, UPDOWN).option for r in res)
+    assert up == 0 and dip is None
+
+
+def _ex(qid: str, text: str, rising: bool, seed: int) -> Example:
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0.0, 1.0, 96)
+    y = (t if rising else -t) * 3.0 + 0.2 * rng.standard_normal(96)
+    gold = 0 if rising else 1
+    q = Question(
+        id=qid,
+        source="test",
+        task="mixed",
+        question=text,
+        options=UPDOWN,
+        series={"X": y},
+        primary=("X",),
+        gold=gold,
+    )
+
+    class Rec:
+        correct = False
+        final_answer = 1 - gold
+
+    return Example(QuestionView.of(q, "v" + qid), gold, Rec())
+
+
+def _dossier() -> Dossier:
+    texts = ("Which way does the trend of X go?", "Is the spread of X constant over time?")
+    rows = [
+        _ex(f"{k}{i}", t, i % 2 == 0, 10 * k + i) for k, t in enumerate(texts) for i in range(4)
+    ]
+    return Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(rows), ())
+
+
+def test_the_planner_gives_a_branch_the_measurements_that_read_its_rows_equally_well():
+    settings = KindPlanSettings(max_kind_share=0.5)
+    branches, _ = plan_kinds(MeasurementPlanner(), _dossier(), settings)
+    assert branches and all(len(b.peers) == 2 for b in branches)
+    for b in branches:
+        assert len({m.describe() for m in b.members()}) == 3
+        assert b.stats["cv_acc"] == 1.0  # the peers tie with it
+    off, _ = plan_kinds(MeasurementPlanner(), _dossier(), replace(settings, peers=0))
+    assert [b.peers for b in off] == [()] * len(off)
+    assert [b.spec for b in off] == [b.spec for b in branches]
+    # a rule needs more equals than it has: the kind is not served
+    none, report = plan_kinds(MeasurementPlanner(), _dossier(), replace(settings, min_peers=3))
+    assert none == [] and any("fewer than 3" in e["outcome"] for e in report.values())
+
+
+def test_a_composite_too_long_for_the_gate_drops_peers_from_its_last_branches_first(sb):
+    from tsevo.library.sandbox.gate import MAX_SOURCE_CHARS
+    from tsevo.library.tool import Contract, Scope
+    from tsevo.roles.builtin.synthesizer import TemplateSynthesizer
+    from tsevo.roles.protocols import ContractCard, WorkGroup
+
+    words = [f"word{i}" for i in range(80)]
+    brs = [
+        replace(_branch(), kinds=(f"k{i}",), require=(words[i], "trend"), forbid=(words[i + 1],))
+        for i in range(60)
+    ]
+    full = len(composite_source(brs, "x"))
+    assert full > MAX_SOURCE_CHARS  # what the gate would refuse
+    card = ContractCard(
+        "b", "create", "tool", "", "missing_measurement", "", "", Contract("c"), Scope(),
+        plan={"composite": True, "branches": [b.to_dict() for b in brs]},
+    )  # fmt: skip
+    draft = TemplateSynthesizer().synthesize(
+        WorkGroup("g1", (card,), card.contract, card.scope), 1, [], []
+    )
+    assert draft is not None and len(draft.source) <= MAX_SOURCE_CHARS and sb.check(draft.source).ok
+    subs = draft.guidance.rule.branches
+    assert len(subs) == 60  # every branch stays; only peers went
+    kinds = [r.kind for r in subs]
+    first_plain = kinds.index("label")
+    assert first_plain > 0 and set(kinds[:first_plain]) == {"consensus"}
+    assert set(kinds[first_plain:]) == {"label"}
+
+
+def test_a_mara_chain_genome_keeps_a_branchs_peers_and_splits_their_consensus_back():
+    from tsevo.library.sandbox.gate import check_source
+    from tsevo.library.tool import Contract, Guidance, Scope, Tool
+    from tsevo.marachain.moves import Genome, genome_draft, genome_of, with_rule
+    from tsevo.marachain.step import rule_variant
+
+    b1 = _branch()
+    b2 = Branch(
+        ("k2",), (), ("trend",), Spec("acf"), ("acf1",),
+        ReadingRule("label", key="acf1", bins=(0.5,), labels=("white", "red")),
+    )  # fmt: skip
+    g = Genome((b1, b2), True, Scope(tasks=("mixed",)))
+    t = Tool(
+        id="r1.g1.a1",
+        kind="tool",
+        name="kinds_2_g1",
+        description="",
+        source="def kinds_2_g1():\n    return None\n",
+        scope=g.scope,
+        contract=Contract(measurement=g.measurement, signature=("primary",), success_criterion=""),
+        guidance=Guidance("", g.rule),
+    )
+    d = genome_draft(t, g)
+    assert check_source(d.source).ok and "b1p2_last" in d.source
+    assert genome_of(d, [], [b1, b2]) == g
+    # widening the bands moves every measurement's band and splits back into branch and peers
+    wide = rule_variant(g.rule, wider=True)
+    assert wide.branches[0].kind == "consensus"
+    assert all(r.margin > 0 for r in wide.branches[0].branches)
+    back = with_rule(g, wide)
+    assert back.rule == wide and all(p.rule.margin > 0 for p in back.branches[0].peers)
