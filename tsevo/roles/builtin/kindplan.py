@@ -16,6 +16,8 @@ and background rows, right or wrong), in two passes:
 A kind is served when the best rule's cross-validated accuracy on its rows clears the bar and it
 recovers at least ``min_gain`` more rows than the agent's current answers. The served kinds become
 the branches of one composite tool (:mod:`.composite`), its scope the union of their kind matchers.
+A branch carries as peers the measurements that tie with its own in the search (``peers``) and
+answers only where they all agree.
 """
 
 from __future__ import annotations
