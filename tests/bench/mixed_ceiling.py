@@ -59,6 +59,7 @@ from tsevo.library.reading import apply_rule
 from tsevo.library.tool import question_tokens
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.answerer import GlobalSummaryAnswerer
+from tsevo.roles.builtin.composite import Branch, Peer, branch_rule, member_prefix
 from tsevo.roles.builtin.kindplan import KindPlanSettings, _search, plan_kinds
 from tsevo.roles.builtin.kinds import KindIndex
 from tsevo.roles.builtin.measure import Spec, SpecCache
@@ -169,16 +170,26 @@ def perfect_dispatch(
     current = sum(bool(e.record.correct) for e in ex)
     if round(best.cv_acc * len(ex)) - current < settings.min_gain:
         return _base_acc(ev), "kept base"
+    branch = Branch(
+        (), (), (), best.spec, (best.key,), best.rule,
+        peers=tuple(Peer(p.spec, (p.key,), p.rule) for p in peers),
+    )  # fmt: skip
     hits = 0
     for r in ev:
-        # a branch's consensus: the option the measurement and all its peers name
-        reads = {
-            apply_rule(m.rule, r["vals"].get(m.spec), r["options"], r["cands"], r["text"]).option
-            for m in (best, *peers)
-        }
-        o = reads.pop() if len(reads) == 1 else None
+        o = _branch_option(branch, r)
         hits += (o if o is not None else r["base"]) == r["gold"]
-    return hits / len(ev), " ~ ".join(m.spec.describe(m.key) for m in (best, *peers))
+    return hits / len(ev), branch.describe()
+
+
+def _branch_option(b: Branch, r: dict[str, Any]) -> int | None:
+    """The option a composite branch reads on a measured question (its peers' consensus)."""
+    outputs = {
+        member_prefix(1, j) + k: v
+        for j, m in enumerate(b.members())
+        for k, v in (r["vals"].get(m.spec) or {}).items()
+    }
+    rule = branch_rule([b])
+    return apply_rule(rule, outputs, r["options"], r["cands"], r["text"]).option
 
 
 def _kept(qid: str) -> bool:
@@ -212,13 +223,7 @@ def unsupervised_kinds(
         ans = r["base"]
         for b in branches:
             if all(w in toks for w in b.require) and not any(w in toks for w in b.forbid):
-                reads = {
-                    apply_rule(
-                        m.rule, r["vals"].get(m.spec), r["options"], r["cands"], r["text"]
-                    ).option
-                    for m in b.members()
-                }
-                o = reads.pop() if len(reads) == 1 else None
+                o = _branch_option(b, r)
                 ans = o if o is not None else ans
                 break
         per[r["kind"]][0] += 1

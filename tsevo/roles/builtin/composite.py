@@ -185,9 +185,9 @@ def _call(spec: Spec, args: str) -> str:
     return f"P.{spec.primitive}({args}{', ' + kw if kw else ''})"
 
 
-def _branch_lines(b: Peer, p: str, pad: str) -> list[str]:
+def _branch_lines(m: Peer, p: str, pad: str) -> list[str]:
     """Statements computing one measurement into ``out`` (nested guards, never an early return)."""
-    s, keys = b.spec, b.keys
+    s, keys = m.spec, m.keys
     lines: list[str] = []
     r = "r"  # members run one after another: one name serves them all
 

@@ -149,13 +149,15 @@ class TemplateSynthesizer:
         else:
             return None
 
+        def name(bs: Sequence[Branch]) -> str:
+            return f"kinds_{len(bs)}_" + slug(group.id, 20)
+
         def source(bs: Sequence[Branch]) -> str:
-            name = f"kinds_{len(bs)}_" + slug(group.id, 20)
-            return composite_source(bs, name=name, doc=composite_doc(bs))
+            return composite_source(bs, name=name(bs), doc=composite_doc(bs))
 
         keep = within(keep, lambda bs: len(source(bs)), MAX_SOURCE_CHARS)
         measurement = composite_measurement(keep)
-        fname = f"kinds_{len(keep)}_" + slug(group.id, 20)
+        fname = name(keep)
         rule = branch_rule(keep)
         lines = [
             f"b{i}: {b.describe()} ({b.stats.get('template', '')})" for i, b in enumerate(keep, 1)
