@@ -154,11 +154,14 @@ def test_phrasings_that_share_no_word_pool_under_options_that_name_positions():
     assert len(branches) == 2
     assert {b.stats["source"] for b in branches} == {"options+pooled"}
     assert branches[0].spec == branches[1].spec and LOCATION_KEY.search(branches[0].keys[0])
-    # without the option rules the phrasings still pool (a specific option set), but no rule
-    # learned on four rows clears the bar: what the options fix is what reads them
+    # without the option rules the phrasings still pool (a specific option set); a rule is then
+    # learned from the words' concept groups, judged on the two rows of the class the rows show
+    # twice (a lone row of a class cannot be read by a fit on the others)
     off = KindPlanSettings(max_kind_share=0.5, option_rules=False)
     branches, report = plan_kinds(MeasurementPlanner(), d, off)
-    assert branches == [] and all(e.get("pooled_rows") == 4 for e in report.values())
+    assert all(e.get("pooled_rows") == 4 for e in report.values())
+    assert {b.stats["source"] for b in branches} == {"concepts+pooled"}
+    assert {(b.spec.primitive, b.keys[0]) for b in branches} == {("spikes", "max_third")}
 
 
 def test_a_yes_no_question_reads_a_p_value_at_the_conventional_level():

@@ -14,6 +14,7 @@ import pytest
 from tsevo.data import Question
 from tsevo.library.context import ToolInput
 from tsevo.library.primitives import CATALOG, primitive
+from tsevo.library.reading import apply_rule
 from tsevo.library.sandbox import Sandbox, check_source
 from tsevo.library.tool import ReadingRule
 from tsevo.roles.builtin.measure import Spec, number_is_float, spec_source, spec_values
@@ -193,6 +194,36 @@ def test_clean_rows_keep_a_zero_margin() -> None:
         rows.append(Row(f"c{i}", {"v": x}, ("down", "up"), (), gold, 1 - gold))
     rule = fit_rule("label", rows, "v")
     assert rule is not None and tune_margin(rule, rows).margin == 0.0
+
+
+def _three_class_rows(values: list[float], golds: list[int]) -> list[Row]:
+    opts = ("decreases", "stays about the same", "increases")
+    return [
+        Row(f"q{i}", {"v": v}, opts, (), g)
+        for i, (v, g) in enumerate(zip(values, golds, strict=True))
+    ]
+
+
+def test_few_row_loo_scores_only_rows_whose_class_the_fit_could_know() -> None:
+    # four rows of three classes: the lone "decreases" and "increases" rows cannot be named by a
+    # fit on the other three, so plain leave-one-out caps every measurement at 2 / 4
+    golds = [0, 1, 1, 2]
+    clean = _three_class_rows([-2.0, 0.1, -0.1, 2.0], golds)
+    assert cross_validate("label", clean, "v", few=True) == 1.0
+    # the two scored rows decide: a measurement that mixes them up scores 0, not 0.5
+    mixed = _three_class_rows([-2.0, 3.0, -3.0, 2.0], golds)
+    assert cross_validate("label", mixed, "v", few=True) == 0.0
+    # every class a singleton: nothing can be scored
+    assert cross_validate("label", clean[:1] + clean[3:], "v", few=True) == 0.0
+    # plain leave-one-out on the same rows would count the lone rows as misses: 2 of 4
+    plain = 0
+    for i, r in enumerate(clean):
+        rule = fit_rule("label", clean[:i] + clean[i + 1 :], "v", few=True)
+        plain += rule is not None and apply_rule(rule, r.values, r.options, (), "").option == r.gold
+    assert plain == 2
+    # numeric readings keep plain scoring over every row (a fit from one row names any number)
+    nums = [Row(f"n{i}", {"v": float(i)}, ("1", "2", "3"), (), i - 1) for i in (1, 2, 3)]
+    assert cross_validate("nearest_number", nums, "v", few=True) == 1.0
 
 
 # ------------------------------------------------------------------ separation

@@ -296,16 +296,24 @@ def cross_validate(
 ) -> float:
     """Grouped k-fold accuracy of fitting a rule on k-1 folds and reading the held-out fold.
 
-    ``few``: leave-one-out with the few-examples fits (see :func:`fit_rule`).
+    ``few``: leave-one-out with the few-examples fits (see :func:`fit_rule`). A ``label`` rule
+    can only name classes it was fitted on, so a held-out row whose class no other row has (the
+    one example of a class among a handful) says nothing about the measurement: it is left out of
+    the score, which is the accuracy on the rows whose class the fit could know. Without this,
+    leave-one-out fails every question kind of three classes and four rows, whatever it measures.
     """
     if len(rows) < 2:
         return 0.0
     k = len(rows) if few else min(k, len(rows))
     folds = list(range(len(rows))) if few else [_fold(r.qid, k) for r in rows]
-    hits = 0
+    labels = [norm_label(r.options[r.gold]) for r in rows] if few and kind == "label" else []
+    hits = scored = 0
     for f in range(k):
         train = [r for r, g in zip(rows, folds, strict=True) if g != f]
         test = [r for r, g in zip(rows, folds, strict=True) if g == f]
+        if labels and labels.count(labels[f]) < 2:
+            continue  # the only row of its class: no fit on the others could name it
+        scored += len(test)
         if not test:
             continue
         rule = fit_rule(kind, train, key, few=few)
@@ -315,7 +323,7 @@ def cross_validate(
             int(apply_rule(rule, r.values, r.options, r.candidates, r.question).option == r.gold)
             for r in test
         )
-    return hits / len(rows)
+    return hits / scored if scored else 0.0
 
 
 def train_accuracy(rule: ReadingRule, rows: Sequence[Row]) -> float:
