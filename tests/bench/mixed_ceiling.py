@@ -14,6 +14,12 @@ is how well its rules transfer to new questions of the same kinds:
   (measurement, output) read by a fitted rule on the kind's rows of *all* fit seeds (about 36), the
   one with the best train accuracy kept. What the catalog and the rule shapes can do with plenty of
   rows;
+* ``right_measurement``: per fit seed and true kind, the capacity level's measurement (picked with
+  hindsight) with its rule refitted on that seed's 3-6 train rows of the kind and always read
+  (:func:`right_measurement`). What fitting a rule on a handful of rows costs;
+* ``right_measurement_judged``: the same, read only when its few-row leave-one-out clears the
+  search's bar and recovers ``min_gain`` more rows than the base answerer. What judging a rule on
+  a handful of rows costs, with the measurement given;
 * ``perfect_dispatch``: per fit seed and true kind, the shipped few-shot search
   (:func:`tsevo.roles.builtin.kindplan._search`: the rules options that name positions or
   directions fix, then concept groups, then the whole catalog), read as a branch reads it (the
@@ -64,7 +70,7 @@ from tsevo.roles.builtin.kindplan import KindPlanSettings, _search, plan_kinds
 from tsevo.roles.builtin.kinds import KindIndex
 from tsevo.roles.builtin.measure import Spec, SpecCache
 from tsevo.roles.builtin.planner import _RULE_FOR_OPTIONS, _SKIP_KEYS, MeasurementPlanner
-from tsevo.roles.builtin.rules import Row, fit_rule, train_accuracy
+from tsevo.roles.builtin.rules import Row, cross_validate, fit_rule, train_accuracy
 from tsevo.roles.builtin.specs import enumerate_specs, modes_for, rows_kind
 from tsevo.roles.protocols import Dossier, Example
 
@@ -112,10 +118,10 @@ def _rule_kind(rows: Sequence[dict[str, Any]]) -> str:
     return _RULE_FOR_OPTIONS[shapes.most_common(1)[0][0]]
 
 
-def capacity(fit: Sequence[dict[str, Any]], ev: Sequence[dict[str, Any]]) -> tuple[float, str]:
-    """Eval accuracy of the train-accuracy-best (measurement, output) on plenty of rows."""
+def _capacity_pick(fit: Sequence[dict[str, Any]]) -> tuple[str, Spec, str, Any, float] | None:
+    """The train-accuracy-best (measurement, output) on plenty of rows: name, spec, key, rule, acc."""
     rk = _rule_kind(fit)
-    best: tuple[float, str, Any, Spec] | None = None
+    best: tuple[str, Spec, str, Any, float] | None = None
     for spec in sorted({s for r in fit for s in r["vals"]}, key=lambda s: s.describe()):
         rows = [_row(r, spec) for r in fit]
         present = [x.values for x in rows if x.values]
@@ -133,12 +139,52 @@ def capacity(fit: Sequence[dict[str, Any]], ev: Sequence[dict[str, Any]]) -> tup
                 acc = train_accuracy(rule, rows) if rule is not None else -1.0
             except (ValueError, ArithmeticError):
                 continue
-            if rule is not None and (best is None or acc > best[0]):
-                best = (acc, spec.describe(key), rule, spec)
+            if rule is not None and (best is None or acc > best[4]):
+                best = (spec.describe(key), spec, key, rule, acc)
+    return best
+
+
+def capacity(fit: Sequence[dict[str, Any]], ev: Sequence[dict[str, Any]]) -> tuple[float, str]:
+    """Eval accuracy of the train-accuracy-best (measurement, output) on plenty of rows."""
+    best = _capacity_pick(fit)
     if best is None:
         return _base_acc(ev), "-"
-    _, name, rule, spec = best
+    name, spec, _, rule, _ = best
     return train_accuracy(rule, [_row(r, spec) for r in ev]), name
+
+
+def right_measurement(
+    train: Sequence[dict[str, Any]],
+    ev: Sequence[dict[str, Any]],
+    pick: tuple[str, Spec, str, Any, float] | None,
+    settings: KindPlanSettings,
+) -> tuple[float, float]:
+    """The capacity measurement (picked with hindsight) refitted on one seed's few train rows.
+
+    Returns the eval accuracy when its rule is always read (the base answer where it abstains),
+    and when it is read only if its few-row leave-one-out clears the search's bar and recovers
+    ``min_gain`` more rows than the base answerer: what fitting a rule on a handful of rows costs,
+    and what judging it there costs, with the measurement given.
+    """
+    base = _base_acc(ev)
+    if pick is None or len(train) < settings.min_rows:
+        return base, base
+    _, spec, key, rule0, _ = pick
+    rows = [_row(r, spec) for r in train]
+    try:
+        rule = fit_rule(rule0.kind, rows, key, few=True)
+        cv = cross_validate(rule0.kind, rows, key, few=True)
+    except (ValueError, ArithmeticError):
+        return base, base
+    if rule is None:
+        return base, base
+    hits = 0
+    for r in ev:
+        o = apply_rule(rule, r["vals"].get(spec), r["options"], r["cands"], r["text"]).option
+        hits += (o if o is not None else r["base"]) == r["gold"]
+    current = sum(r["base"] == r["gold"] for r in train)
+    served = cv >= settings.bar and round(cv * len(rows)) - current >= settings.min_gain
+    return hits / len(ev), hits / len(ev) if served else base
 
 
 def _base_acc(rows: Sequence[dict[str, Any]]) -> float:
@@ -268,9 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     kinds: dict[str, dict[str, Any]] = {}
     cap_hits = 0.0
     pd_hits: dict[int, float] = defaultdict(float)
+    rm_hits: dict[int, float] = defaultdict(float)
+    rj_hits: dict[int, float] = defaultdict(float)
     for kind, rs in sorted(by_kind.items()):
         fit = [r for r in rs if r["seed"] in fit_seeds]
         ev = [r for r in rs if r["seed"] in eval_seeds]
+        pick = _capacity_pick(fit)
         cap, cap_name = capacity(fit, ev)
         cap_hits += cap * len(ev)
         entry: dict[str, Any] = {
@@ -288,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
             acc, what = perfect_dispatch(tr, ev, settings)
             pd_hits[s] += acc * len(ev)
             entry["perfect_dispatch"][str(s)] = {"acc": round(acc, 4), "measurement": what}
+            always, judged = right_measurement(tr, ev, pick, settings)
+            rm_hits[s] += always * len(ev)
+            rj_hits[s] += judged * len(ev)
+            entry.setdefault("right_measurement", {})[str(s)] = round(always, 4)
+            entry.setdefault("right_measurement_judged", {})[str(s)] = round(judged, 4)
         kinds[kind] = entry
         print(f"{kind:30s} base {entry['base']:.2f} capacity {cap:.2f}", flush=True)
 
@@ -314,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     levels = {
         "base": {"mean": round(base, 4), "sd": 0.0},
         "capacity": {"mean": round(cap_hits / n_ev, 4), "sd": 0.0},
+        "right_measurement": _ms([rm_hits[s] / n_ev for s in fit_seeds]),
+        "right_measurement_judged": _ms([rj_hits[s] / n_ev for s in fit_seeds]),
         "perfect_dispatch": _ms([pd_hits[s] / n_ev for s in fit_seeds]),
         "unsupervised_kinds": _ms([uk["unsupervised_kinds"][s] for s in fit_seeds]),
         "unsupervised_kinds_half": _ms([uk["unsupervised_kinds_half"][s] for s in fit_seeds]),
