@@ -35,7 +35,7 @@ from .concepts import relevance
 from .kindplan import KindPlanSettings, composite_card, plan_kinds, support_request
 from .lifecycle import coded_prior, lifecycle_card
 from .measure import RankedMeasurement, Spec, SpecCache
-from .rules import Row, cross_validate, fit_rule, fitted, separation, train_accuracy, tune_margin
+from .rules import Row, cross_validate, fit_rule, separation, train_accuracy, tune_margin
 from .specs import (
     compute_pairs,
     enumerate_specs,
@@ -55,8 +55,6 @@ __all__ = ["MeasurementPlanner", "RankedMeasurement", "fit_matcher"]
 DEFAULT_KINDS: KindPlanSettings | None = KindPlanSettings()
 _RULE_FOR_OPTIONS = {"candidate": "extremum", "numeric": "nearest_number", "label": "label"}
 _SKIP_KEYS = re.compile(r"^(n|n_bins|h|chronos|df|used_lag|used_lags|period_used)$")
-#: Rows of cross-validated accuracy one fitted number of a numeric reading costs in the ranking.
-PARAM_COST = 1.0
 
 
 class MeasurementPlanner:
@@ -157,7 +155,7 @@ class MeasurementPlanner:
             return "label", "single", []
         okind, arity = rows_kind(qs)
         rule_kind = _RULE_FOR_OPTIONS[okind]
-        screened: list[tuple[float, int, float, float, int, str, Spec, str, Any, list[Row]]] = []
+        screened: list[tuple[float, float, float, int, str, Spec, str, Any, list[Row]]] = []
         for spec in enumerate_specs(modes_for(arity, qs)):
             if groups is not None and CATALOG[spec.primitive].group not in groups:
                 continue
@@ -195,14 +193,11 @@ class MeasurementPlanner:
                     continue
                 cover = len(present) / len(qs)
                 screened.append(
-                    (acc, fitted(rule), sep, cover, len(spec.params), spec.describe(key), spec, key,
-                     rule, rows)
-                )  # fmt: skip
-        # equal train accuracy: the rule with fewer fitted numbers first (an identity reading that
-        # names every row's number has nothing fitted, so its train accuracy is out of sample)
-        screened.sort(key=lambda s: (-s[0], s[1], -s[2], -s[3], s[4], s[5]))
+                    (acc, sep, cover, len(spec.params), spec.describe(key), spec, key, rule, rows)
+                )
+        screened.sort(key=lambda s: (-s[0], -s[1], -s[2], s[3], s[4]))
         ranked: list[RankedMeasurement] = []
-        for acc, _, sep, cover, _, _, spec, key, rule, rows in screened[: self.top_k]:
+        for acc, sep, cover, _, _, spec, key, rule, rows in screened[: self.top_k]:
             try:
                 cv = cross_validate(rule_kind, rows, key, few=few)
             except (ValueError, ArithmeticError, np.linalg.LinAlgError):
@@ -210,15 +205,11 @@ class MeasurementPlanner:
             conf = round(min(0.99, max(0.05, cv)), 4)
             tuned = tune_margin(_replace(rule, confidence=conf), rows)
             ranked.append(RankedMeasurement(spec, key, tuned, cv, acc, cover, sep))
-        # cross-validated accuracy less one row per fitted number of a numeric reading (an affine
-        # map of two fitted numbers reads a handful of small option numbers off many unrelated
-        # measurements; the identity reads them off the one that counts them); then, among equals,
-        # the one whose name speaks of the question's words, then the widest class separation, is
-        # the least likely fluke
+        # equal cross-validated readings: the one whose name speaks of the question's words, then
+        # the widest class separation, is the least likely fluke
         ranked.sort(
             key=lambda r: (
-                -round(r.cv_acc - PARAM_COST * fitted(r.rule) / len(qs), 9),
-                fitted(r.rule),
+                -r.cv_acc,
                 -relevance(words, r.spec.describe(r.key), CATALOG[r.spec.primitive].summary),
                 -r.separation,
                 -r.train_acc,

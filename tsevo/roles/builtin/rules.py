@@ -30,7 +30,6 @@ __all__ = [
     "Row",
     "cross_validate",
     "fit_rule",
-    "fitted",
     "net_gain",
     "separation",
     "train_accuracy",
@@ -325,17 +324,6 @@ def cross_validate(
             for r in test
         )
     return hits / scored if scored else 0.0
-
-
-def fitted(rule: ReadingRule) -> int:
-    """How many numbers a ``nearest_number`` rule fitted (0 for the identity, up to 2).
-
-    A scale and an offset count one each. Other rule kinds count 0 (their cut points follow their
-    classes).
-    """
-    if rule.kind != "nearest_number":
-        return 0
-    return int(abs(rule.scale - 1.0) > 1e-12) + int(abs(rule.offset) > 1e-12)
 
 
 def train_accuracy(rule: ReadingRule, rows: Sequence[Row]) -> float:
