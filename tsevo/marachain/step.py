@@ -79,7 +79,7 @@ def rule_variant(rule: Any, wider: bool) -> Any:
     """
     if rule is None:
         return None
-    if rule.kind in ("branches", "consensus"):
+    if rule.branches:  # only ``branches`` and ``consensus`` rules hold sub-rules
         moved = [rule_variant(b, wider) for b in rule.branches]
         if all(b is None for b in moved):
             return None
