@@ -47,6 +47,31 @@ def test_a_consensus_names_the_option_only_when_every_rule_names_it():
     assert "b1p1_tau" in BOTH.describe()
 
 
+def test_a_quorum_consensus_names_the_option_enough_of_its_rules_name():
+    up = ("b1p2_a", "b1p3_b")
+    more = tuple(ReadingRule("label", key=k, bins=(0.0,), labels=UPDOWN[::-1]) for k in up)
+    vote = ReadingRule("consensus", branches=(SLOPE, TAU, *more), confidence=0.8, quorum=0.7)
+    base = {"b1_slope": 0.4, "b1p1_tau": 0.5, "b1p2_a": 1.0, "b1p3_b": 1.0}
+    assert apply_rule(vote, base, UPDOWN).option == 0  # four of four
+    one_off = apply_rule(vote, {**base, "b1p3_b": -1.0}, UPDOWN)
+    assert one_off.option == 0 and one_off.confidence == 0.8  # three of four: 0.75 >= 0.7
+    assert "b1p3_b" not in one_off.reason  # the reason names the rules that agree
+    assert apply_rule(vote, {**base, "b1p2_a": -1.0, "b1p3_b": -1.0}, UPDOWN).option is None
+    # an abstaining rule names no option and counts against the quorum
+    abstain = {k: v for k, v in base.items() if k != "b1p3_b"}
+    assert apply_rule(vote, abstain, UPDOWN).option == 0  # three of four
+    three = replace(vote, branches=vote.branches[:3])
+    assert apply_rule(three, {**base, "b1p2_a": -1.0}, UPDOWN).option is None  # 2/3 < 0.7
+    assert ReadingRule.from_dict(vote.to_dict()) == vote and vote.to_dict()["quorum"] == 0.7
+    assert "quorum" not in BOTH.to_dict()  # unanimous consensus rules serialize as before
+    assert "at least 70% of these" in vote.describe() and "all of these" in BOTH.describe()
+    for bad in (0.5, 0.2, 1.5):
+        with pytest.raises(ValueError, match="quorum"):
+            replace(vote, quorum=bad)
+    with pytest.raises(ValueError, match="quorum"):
+        replace(SLOPE, quorum=0.7)
+
+
 def test_consensus_rules_sit_inside_branches_and_hold_plain_rules_only():
     rule = ReadingRule("branches", branches=(BOTH, replace(SLOPE, key="b2_slope")))
     assert apply_rule(rule, {"b2_slope": -1.0}, UPDOWN).option == 1
@@ -168,16 +193,23 @@ def _dossier() -> Dossier:
 def test_the_planner_gives_a_branch_the_measurements_that_read_its_rows_equally_well():
     settings = KindPlanSettings(max_kind_share=0.5)
     branches, _ = plan_kinds(MeasurementPlanner(), _dossier(), settings)
-    assert branches and all(len(b.peers) == 2 for b in branches)
+    # four rows of a clean trend: many measurements read them all; a branch votes with 8 of them
+    assert branches and all(len(b.peers) == settings.peers == 8 for b in branches)
     for b in branches:
-        assert len({m.describe() for m in b.members()}) == 3
+        assert len({m.describe() for m in b.members()}) == 9
         assert b.stats["cv_acc"] == 1.0  # the peers tie with it
+        assert b.quorum == settings.quorum == 0.7
+        rule = branch_rule([b])
+        assert rule.branches[0].kind == "consensus" and rule.branches[0].quorum == 0.7
+    two, _ = plan_kinds(MeasurementPlanner(), _dossier(), replace(settings, peers=2, quorum=1.0))
+    assert all(len(b.peers) == 2 and b.quorum == 1.0 for b in two)
+    assert [b.peers[:2] for b in branches] == [b.peers for b in two]  # the first ties
     off, _ = plan_kinds(MeasurementPlanner(), _dossier(), replace(settings, peers=0))
     assert [b.peers for b in off] == [()] * len(off)
     assert [b.spec for b in off] == [b.spec for b in branches]
     # a rule needs more equals than it has: the kind is not served
-    none, report = plan_kinds(MeasurementPlanner(), _dossier(), replace(settings, min_peers=3))
-    assert none == [] and any("fewer than 3" in e["outcome"] for e in report.values())
+    none, report = plan_kinds(MeasurementPlanner(), _dossier(), replace(settings, min_peers=9))
+    assert none == [] and any("fewer than 9" in e["outcome"] for e in report.values())
 
 
 def test_a_composite_too_long_for_the_gate_drops_peers_from_its_last_branches_first(sb):
@@ -207,6 +239,22 @@ def test_a_composite_too_long_for_the_gate_drops_peers_from_its_last_branches_fi
     first_plain = kinds.index("label")
     assert first_plain > 0 and set(kinds[:first_plain]) == {"consensus"}
     assert set(kinds[first_plain:]) == {"label"}
+
+
+def test_a_long_composite_first_cuts_large_votes_to_two_unanimous_peers():
+    from tsevo.roles.builtin.composite import within
+
+    b = _branch()
+    big = replace(b, peers=b.peers * 3, quorum=0.7)  # six peers: a vote of seven
+    assert Branch.from_dict(big.to_dict()) == big and big.to_dict()["quorum"] == 0.7
+    brs = [replace(big, kinds=(f"k{i}",), require=(f"w{i}",)) for i in range(4)]
+    size = lambda bs: sum(1 + len(x.peers) for x in bs)  # noqa: E731  members, as source would
+    cut = within(brs, size, 4 * 7 - 8)  # two branches' votes must shrink from 7 to 3
+    assert [len(x.peers) for x in cut] == [6, 6, 2, 2]
+    assert [x.quorum for x in cut] == [0.7, 0.7, 1.0, 1.0]
+    assert cut[3].peers == big.peers[:2]
+    assert [len(x.peers) for x in within(brs, size, 6)] == [2, 0, 0, 0]
+    assert len(within(brs, size, 3)) == 3  # then branches go from the end
 
 
 def test_a_mara_chain_genome_keeps_a_branchs_peers_and_splits_their_consensus_back():

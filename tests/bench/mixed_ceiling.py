@@ -219,6 +219,7 @@ def perfect_dispatch(
     branch = Branch(
         (), (), (), best.spec, (best.key,), best.rule,
         peers=tuple(Peer(p.spec, (p.key,), p.rule) for p in peers),
+        quorum=settings.quorum if peers else 1.0,
     )  # fmt: skip
     hits = 0
     for r in ev:

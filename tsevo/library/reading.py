@@ -112,14 +112,17 @@ def _read_consensus(
     question: str,
 ) -> Reading:
     reads = [apply_rule(r, outputs, options, candidates, question) for r in rule.branches]
-    first = reads[0]
-    if any(r.option is None for r in reads):
+    named = [r.option for r in reads if r.option is not None]
+    top = max(set(named), key=lambda o: (named.count(o), -o), default=None)
+    if top is not None and named.count(top) >= rule.quorum * len(reads) - 1e-9:
+        return Reading(
+            top, rule.confidence, " and ".join(r.reason for r in reads if r.option == top)
+        )
+    if len(named) < len(reads) and rule.quorum == 1.0:
         return Reading(
             None, 0.0, "no consensus: " + next(r.reason for r in reads if r.option is None)
         )
-    if any(r.option != first.option for r in reads):
-        return Reading(None, 0.0, "no consensus: " + "; ".join(r.reason for r in reads))
-    return Reading(first.option, rule.confidence, " and ".join(r.reason for r in reads))
+    return Reading(None, 0.0, "no consensus: " + "; ".join(r.reason for r in reads))
 
 
 def inverts(rule: ReadingRule, question: str) -> bool:

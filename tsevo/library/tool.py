@@ -26,6 +26,15 @@ from typing import Any, Literal, get_args
 from tsevo.hashing import canonical_json
 
 from ._scope import Arity, Matcher, Scope, as_tuple, merge_scopes, options_kind, question_tokens
+from ._tree import (
+    TREE_DEPTH,
+    TREE_FEATURES,
+    check_tree,
+    tree_json,
+    tree_keys,
+    tree_text,
+    tree_tuple,
+)
 
 __all__ = [
     "ARTIFACT_KINDS",
@@ -51,9 +60,6 @@ ARTIFACT_KINDS: tuple[str, ...] = get_args(ArtifactKind)
 RuleKind = Literal["label", "nearest_number", "extremum", "tree", "branches", "consensus"]
 RULE_KINDS: tuple[str, ...] = get_args(RuleKind)
 _NESTED = ("branches", "consensus")  # rule kinds that hold sub-rules in ``branches``
-#: Most levels of a ``tree`` rule and most distinct outputs it may read (a two-feature rule).
-TREE_DEPTH = 2
-TREE_FEATURES = 2
 
 
 @dataclass(frozen=True)
@@ -121,7 +127,8 @@ class ReadingRule:
         it fires on and prefixes its output keys with the branch (``b1_``, ``b2_``...); the first
         sub-rule whose outputs are present and that names an option decides.
         ``consensus``: at least two rules (in ``branches``), each on its own measurement of one
-        question: the option all of them name; no decision when one abstains or two disagree.
+        question: the option at least ``quorum`` of them name (all of them by default); no
+        decision otherwise (an abstaining rule names no option).
 
     Attributes:
         kind: ``label`` | ``nearest_number`` | ``extremum`` | ``tree`` | ``branches`` |
@@ -139,6 +146,8 @@ class ReadingRule:
         tree: The decision tree (``tree``).
         branches: The per-branch rules (``branches``; none of them a ``branches`` rule), or the
             agreeing rules (``consensus``; none of them a ``branches`` or ``consensus`` rule).
+        quorum: Least share of a ``consensus`` rule's rules that must name its option, in
+            (0.5, 1] (1: all of them).
     """
 
     kind: RuleKind
@@ -154,6 +163,7 @@ class ReadingRule:
     invert_words: tuple[str, ...] = ()
     tree: tuple[Any, ...] = ()
     branches: tuple[ReadingRule, ...] = ()
+    quorum: float = 1.0
 
     def __post_init__(self) -> None:
         if self.kind not in RULE_KINDS:
@@ -161,8 +171,8 @@ class ReadingRule:
         if (self.kind == "tree") != bool(self.tree):
             raise ValueError("a tree rule needs a tree, and only a tree rule has one")
         if self.tree:
-            _check_tree(self.tree, TREE_DEPTH)
-            if len(_tree_keys(self.tree)) > TREE_FEATURES:
+            check_tree(self.tree, TREE_DEPTH)
+            if len(tree_keys(self.tree)) > TREE_FEATURES:
                 raise ValueError(f"a tree rule reads at most {TREE_FEATURES} outputs")
         if (self.kind in _NESTED) != bool(self.branches):
             raise ValueError(
@@ -174,6 +184,8 @@ class ReadingRule:
             len(self.branches) < 2 or any(b.kind == "consensus" for b in self.branches)
         ):
             raise ValueError("a consensus rule reads at least two non-consensus rules")
+        if not 0.5 < self.quorum <= 1.0 or (self.quorum != 1.0 and self.kind != "consensus"):
+            raise ValueError("only a consensus rule has a quorum, a share in (0.5, 1]")
         if self.kind == "label" and len(self.labels) != len(self.bins) + 1:
             raise ValueError("a label rule needs exactly one more label than bins")
         if self.kind == "label" and list(self.bins) != sorted(self.bins):
@@ -193,7 +205,7 @@ class ReadingRule:
         if self.kind in ("label", "nearest_number"):
             return (self.key,)
         if self.kind == "tree":
-            return _tree_keys(self.tree)
+            return tree_keys(self.tree)
         if self.kind in _NESTED:
             return tuple(k for b in self.branches for k in b.read_keys())
         return ()
@@ -223,8 +235,10 @@ class ReadingRule:
         d["invert_words"] = list(self.invert_words)
         if not self.invert_words:
             del d["invert_words"]  # rules without it serialize as before
+        if self.quorum == 1.0:
+            del d["quorum"]  # likewise
         if self.tree:
-            d["tree"] = _tree_json(self.tree)
+            d["tree"] = tree_json(self.tree)
         if self.branches:
             d["branches"] = [b.to_dict() for b in self.branches]
         return d
@@ -237,7 +251,7 @@ class ReadingRule:
         kw["bins"] = tuple(float(x) for x in kw.get("bins", ()))
         kw["labels"] = tuple(kw.get("labels", ()))
         kw["invert_words"] = tuple(kw.get("invert_words", ()))
-        kw["tree"] = _tree_tuple(kw["tree"]) if kw.get("tree") else ()
+        kw["tree"] = tree_tuple(kw["tree"]) if kw.get("tree") else ()
         kw["branches"] = tuple(cls.from_dict(b) for b in kw.get("branches", ()))
         return cls(**kw)
 
@@ -253,9 +267,10 @@ class ReadingRule:
         if self.kind == "nearest_number":
             return f"choose the option whose number is nearest {self.scale:.4g} * {self.key} + {self.offset:.4g}"
         if self.kind == "tree":
-            return f"two-feature rule: {_tree_text(self.tree)}; choose the option naming the class"
+            return f"two-feature rule: {tree_text(self.tree)}; choose the option naming the class"
         if self.kind == "consensus":
-            return "the option all of these name, none when they disagree: " + " | ".join(
+            who = "all" if self.quorum == 1.0 else f"at least {self.quorum:.0%}"
+            return f"the option {who} of these name, none otherwise: " + " | ".join(
                 b.describe() for b in self.branches
             )
         if self.kind == "branches":
@@ -270,49 +285,6 @@ class ReadingRule:
             words = ", ".join(f"'{w}'" for w in self.invert_words)
             text += f" (the {other}imum when the question says {words})"
         return text
-
-
-def _check_tree(node: Any, depth: int) -> None:
-    if isinstance(node, str):
-        if not node.strip():
-            raise ValueError("a tree leaf needs a class label")
-        return
-    if depth <= 0:
-        raise ValueError(f"a tree rule is at most {TREE_DEPTH} levels deep")
-    if not (isinstance(node, tuple) and len(node) == 4 and isinstance(node[0], str) and node[0]):
-        raise ValueError("a tree node is (key, cut, low, high)")
-    if not math.isfinite(float(node[1])):
-        raise ValueError("tree cuts must be finite")
-    _check_tree(node[2], depth - 1)
-    _check_tree(node[3], depth - 1)
-
-
-def _tree_keys(node: Any) -> tuple[str, ...]:
-    if isinstance(node, str) or not node:
-        return ()
-    out = [node[0]]
-    for k in (*_tree_keys(node[2]), *_tree_keys(node[3])):
-        if k not in out:
-            out.append(k)
-    return tuple(out)
-
-
-def _tree_json(node: Any) -> Any:
-    if isinstance(node, str):
-        return node
-    return [node[0], float(node[1]), _tree_json(node[2]), _tree_json(node[3])]
-
-
-def _tree_tuple(node: Any) -> Any:
-    if isinstance(node, str):
-        return node
-    return (str(node[0]), float(node[1]), _tree_tuple(node[2]), _tree_tuple(node[3]))
-
-
-def _tree_text(node: Any) -> str:
-    if isinstance(node, str):
-        return f"'{node}'"
-    return f"if {node[0]} < {node[1]:.4g} then {_tree_text(node[2])} else {_tree_text(node[3])}"
 
 
 @dataclass(frozen=True)

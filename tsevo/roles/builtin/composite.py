@@ -10,9 +10,10 @@ branch with its own rule. The branch list is the tool's measurement signature: i
 contract's ``measurement`` names, so merging, pruning and chain refinement treat it as one.
 
 A branch may carry *peers*: other measurements that read its train rows as well as its own does
-(``b3p1_``, ``b3p2_``... keys). Its rule is then a ``consensus``: the branch answers only where all
-of them name the same option, and keeps the agent's answer where they disagree. Of several
-measurements that fit a handful of rows, the ones fitting by chance disagree on new questions.
+(``b3p1_``, ``b3p2_``... keys). Its rule is then a ``consensus``: the branch answers only where at
+least its ``quorum`` of them (all, by default) name the same option, and keeps the agent's answer
+otherwise. Of several measurements that fit a handful of rows, the ones fitting by chance disagree
+on new questions, while the ones that measure what the question asks agree.
 
 :func:`composite_source` writes real source: every branch guards its own computation (a primitive
 that abstains leaves that branch out instead of voiding the tool), so overlapping branches can both
@@ -81,8 +82,10 @@ class Branch:
         rule: The reading rule on the *unprefixed* keys.
         stats: Planner statistics (rows, cross-validated accuracy...), JSON-friendly.
         peers: Measurements that read the branch's train rows as well as its own does; the
-            branch then answers only where all of them name the same option (a ``consensus``
-            rule). Empty: the branch's own rule alone.
+            branch then answers only where at least ``quorum`` of its measurements name the same
+            option (a ``consensus`` rule). Empty: the branch's own rule alone.
+        quorum: Least share of its measurements (its own and its peers') that must agree, in
+            (0.5, 1] (1: all of them).
     """
 
     kinds: tuple[str, ...]
@@ -93,6 +96,7 @@ class Branch:
     rule: ReadingRule
     stats: Mapping[str, Any] = field(default_factory=dict)
     peers: tuple[Peer, ...] = ()
+    quorum: float = 1.0
 
     def describe(self) -> str:
         """The measurement it reads, e.g. ``trend.slope_sigma[window2]`` (peers after ``~``)."""
@@ -113,6 +117,7 @@ class Branch:
             "rule": self.rule.to_dict(),
             "stats": dict(self.stats),
             **({"peers": [p.to_dict() for p in self.peers]} if self.peers else {}),
+            **({"quorum": self.quorum} if self.quorum != 1.0 else {}),
         }
 
     @classmethod
@@ -127,6 +132,7 @@ class Branch:
             ReadingRule.from_dict(d["rule"]),
             dict(d.get("stats") or {}),
             tuple(Peer.from_dict(p) for p in d.get("peers") or ()),
+            float(d.get("quorum", 1.0)),
         )
 
 
@@ -158,7 +164,9 @@ def _branch_sub(b: Branch, i: int) -> ReadingRule:
     rules = [_prefixed(m.rule, member_prefix(i, j)) for j, m in enumerate(b.members())]
     if len(rules) == 1:
         return rules[0]
-    return ReadingRule("consensus", branches=tuple(rules), confidence=rules[0].confidence)
+    return ReadingRule(
+        "consensus", branches=tuple(rules), confidence=rules[0].confidence, quorum=b.quorum
+    )
 
 
 def branch_rule(branches: Sequence[Branch]) -> ReadingRule:
@@ -281,25 +289,47 @@ def composite_source(branches: Sequence[Branch], name: str = "composite", doc: s
     lines.append("    out = {}")
     for i, b in enumerate(branches, 1):
         lines.append(f"    if {_cond(b)}:")
-        for j, m in enumerate(b.members()):
+        members = list(enumerate(b.members()))
+        # a vote of measurements on the primary series: one table, one guard (short source)
+        table = [(j, m) for j, m in members if m.spec.mode == "primary" and len(m.keys) == 1]
+        if len(table) > 1:
+            lines.append("        for o, r, k in (")
+            lines += [
+                f"            ({member_prefix(i, j) + m.keys[0]!r}, {_call(m.spec, 'y')}, "
+                f"{m.keys[0]!r}),"
+                for j, m in table
+            ]
+            lines += [
+                "        ):",
+                "            if r is not None:",
+                "                out[o] = r[k]",
+            ]
+            members = [(j, m) for j, m in members if (j, m) not in table]
+        for j, m in members:
             lines += _branch_lines(m, member_prefix(i, j), "        ")
     lines += ["    if not out:", "        return None", "    return out"]
     return "\n".join(lines) + "\n"
 
 
 def within(
-    branches: Sequence[Branch], size: Callable[[Sequence[Branch]], int], limit: int
+    branches: Sequence[Branch],
+    size: Callable[[Sequence[Branch]], int],
+    limit: int,
+    few_peers: int = 2,
 ) -> list[Branch]:
     """The branches, made to fit ``size(...) <= limit`` (the sandbox gate's bound on source).
 
-    The last branches (those serving the fewest errors) lose their peers first, then whole
-    branches go from the end; one branch always stays.
+    The last branches (those serving the fewest errors) first keep only their first ``few_peers``
+    peers, all of which must then agree (a smaller vote of the same ties), then lose their peers,
+    then whole branches go from the end; one branch always stays.
     """
     out = list(branches)
-    for i in reversed(range(len(out))):
-        if size(out) <= limit:
-            return out
-        out[i] = replace(out[i], peers=())
+    for keep in (few_peers, 0):
+        for i in reversed(range(len(out))):
+            if size(out) <= limit:
+                return out
+            if len(out[i].peers) > keep:
+                out[i] = replace(out[i], peers=out[i].peers[:keep], quorum=1.0)
     while len(out) > 1 and size(out) > limit:
         out.pop()
     return out

@@ -17,7 +17,7 @@ A kind is served when the best rule's cross-validated accuracy on its rows clear
 recovers at least ``min_gain`` more rows than the agent's current answers. The served kinds become
 the branches of one composite tool (:mod:`.composite`), its scope the union of their kind matchers.
 A branch carries as peers the measurements that tie with its own in the search (``peers``) and
-answers only where they all agree.
+answers only where enough of them agree (``quorum``).
 """
 
 from __future__ import annotations
@@ -87,9 +87,13 @@ class KindPlanSettings:
             out of sample (shrinkage toward the pooled rule).
         peers: Most other measurements a branch's rule must agree with (0: none). They are the
             ones that read the kind's rows exactly as well out of sample as the chosen one does
-            (ties of the same search); the branch answers only where all name the same option
-            (:class:`~.composite.Peer`), so a measurement that fits a handful of rows by chance
-            is caught out on new questions where its equals read otherwise.
+            (ties of the same search); the branch answers only where at least ``quorum`` of them
+            (its own measurement counted) name the same option (:class:`~.composite.Peer`), so a
+            measurement that fits a handful of rows by chance is caught out on new questions where
+            its equals read otherwise. Variants of the measurement the question asks for agree
+            with each other; flukes disagree with them and among themselves.
+        quorum: Least share of a branch's measurements that must name its option, in (0.5, 1]
+            (1: all). 0.7 lets one of three to six, two of seven to nine, disagree or abstain.
         min_peers: Fewest such peers a kind's rule needs to be served (0: a rule with no equal
             is read alone).
         pool_option_sets: A specific option set alone (labels other than Yes / No, numbers in
@@ -106,7 +110,8 @@ class KindPlanSettings:
     max_branches: int = 48
     pool: bool = True
     pool_option_sets: bool = True
-    peers: int = 2
+    peers: int = 8
+    quorum: float = 0.7
     min_peers: int = 0
     max_kind_share: float = 0.25
     few_errors: float = 3.0
@@ -340,6 +345,7 @@ def plan_kinds(
                     "template": kind.describe(),
                 },
                 tuple(Peer(t.spec, (t.key,), t.rule) for t in ties),
+                settings.quorum if ties else 1.0,
             )
         )
         entry["outcome"] = f"branch b{len(branches)}: {branches[-1].describe()} ({source})"

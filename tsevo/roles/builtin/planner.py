@@ -63,6 +63,9 @@ class MeasurementPlanner:
     Args:
         cache: Shared measurement cache (pass one to reuse measurements across buckets and rounds).
         top_k: Measurements kept for cross-validation after the train-accuracy screen.
+        few_top_k: The same in the few-examples regime (a question kind's handful of rows), where
+            many measurements fit every row in sample and the one the question asks for may rank
+            below chance fits; leave-one-out on a handful of rows is cheap.
         keep: Measurements listed in the card for the synthesizer.
         combo_gain: Minimum CV gain for requesting a calibration tree.
         combo_partners: Ranked measurements tried as the tree's second feature.
@@ -74,6 +77,7 @@ class MeasurementPlanner:
         self,
         cache: SpecCache | None = None,
         top_k: int = 16,
+        few_top_k: int = 48,
         keep: int = 6,
         combo_gain: float = 0.05,
         combo_partners: int = 4,
@@ -81,6 +85,7 @@ class MeasurementPlanner:
     ) -> None:
         self.cache = cache if cache is not None else SpecCache()
         self.top_k = top_k
+        self.few_top_k = few_top_k
         self.keep = keep
         self.combo_gain = combo_gain
         self.combo_partners = combo_partners
@@ -197,7 +202,9 @@ class MeasurementPlanner:
                 )
         screened.sort(key=lambda s: (-s[0], -s[1], -s[2], s[3], s[4]))
         ranked: list[RankedMeasurement] = []
-        for acc, sep, cover, _, _, spec, key, rule, rows in screened[: self.top_k]:
+        for acc, sep, cover, _, _, spec, key, rule, rows in screened[
+            : self.few_top_k if few else self.top_k
+        ]:
             try:
                 cv = cross_validate(rule_kind, rows, key, few=few)
             except (ValueError, ArithmeticError, np.linalg.LinAlgError):
