@@ -257,6 +257,34 @@ def test_a_long_composite_first_cuts_large_votes_to_two_unanimous_peers():
     assert len(within(brs, size, 3)) == 3  # then branches go from the end
 
 
+def test_branches_that_fire_together_never_return_more_outputs_than_the_sandbox_allows(sb):
+    from tsevo.library.sandbox import SandboxLimits
+
+    b = _branch()
+    vote = replace(b, peers=b.peers * 4, quorum=0.7)  # nine measurements
+    brs = [replace(vote, kinds=(f"k{i}",)) for i in range(5)]  # all five fire on a trend question
+    src = composite_source(brs, "comp")
+    assert sb.check(src).ok
+    q = Question(
+        id="q", source="t", task="x", question="Is the trend upward?", options=UPDOWN,
+        series={"X": np.linspace(0.0, 1.0, 64)}, primary=("X",), gold=0,
+    )  # fmt: skip
+    (res,) = sb.run(src, [ToolInput.from_question(q)])
+    assert res.outputs is not None  # 45 outputs would break the contract: the tool would fail
+    keys = set(res.outputs)
+    assert len(keys) == 27 <= SandboxLimits().max_outputs  # three branches of nine fit in 32
+    assert {k.split("_")[0].split("p")[0] for k in keys} == {"b1", "b2", "b3"}
+    rule = branch_rule(brs)
+    assert apply_rule(rule, res.outputs, UPDOWN).option == 0
+    # per-candidate outputs count at run time
+    cand = Branch(
+        ("k9",), (), (), Spec("xcorr", "cand"), ("abs_peak_corr",),
+        ReadingRule("extremum", prefix="abs_peak_corr_", mode="max"),
+    )  # fmt: skip
+    two = composite_source([b, cand], "comp2")
+    assert "len(out) + 1 * len(ctx.candidate_names()) <= 32 and" in two and sb.check(two).ok
+
+
 def test_a_mara_chain_genome_keeps_a_branchs_peers_and_splits_their_consensus_back():
     from tsevo.library.sandbox.gate import check_source
     from tsevo.library.tool import Contract, Guidance, Scope, Tool

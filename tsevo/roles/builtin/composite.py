@@ -26,9 +26,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tsevo.library.sandbox.limits import SandboxLimits
 from tsevo.library.tool import ReadingRule
 
 from .measure import Spec, number_is_float
+
+#: Most keys in a tool's result (the sandbox's default bound).
+MAX_OUTPUTS = SandboxLimits().max_outputs
 
 __all__ = [
     "Branch",
@@ -275,8 +279,27 @@ def composite_doc(branches: Sequence[Branch]) -> str:
     return f"Evidence per question kind: {len(branches)} branches, each its own measurement."
 
 
-def composite_source(branches: Sequence[Branch], name: str = "composite", doc: str = "") -> str:
-    """Real source of a composite tool (one zero-argument function) for the given branches."""
+def _room(b: Branch, max_outputs: int) -> str:
+    """A guard that the branch's outputs still fit in the tool's result (``""``: always)."""
+    cand = sum(len(m.keys) for m in b.members() if m.spec.mode in ("cand", "cand_diff"))
+    fixed = sum(len(m.keys) for m in b.members()) - cand
+    if cand:
+        return f"len(out) + {cand} * len(ctx.candidate_names()) <= {max_outputs - fixed} and "
+    return f"len(out) <= {max_outputs - fixed} and "
+
+
+def composite_source(
+    branches: Sequence[Branch],
+    name: str = "composite",
+    doc: str = "",
+    max_outputs: int = MAX_OUTPUTS,
+) -> str:
+    """Real source of a composite tool (one zero-argument function) for the given branches.
+
+    Several branches may fire on one question; a later branch whose outputs would take the result
+    past ``max_outputs`` keys (the sandbox's bound) is skipped, so a tool never breaks the contract
+    however many of its branches' words a question holds.
+    """
     if not branches:
         raise ValueError("a composite tool needs at least one branch")
     modes = {m.spec.mode for b in branches for m in b.members()}
@@ -288,7 +311,7 @@ def composite_source(branches: Sequence[Branch], name: str = "composite", doc: s
         lines.append("    nums = ctx.question_numbers()")
     lines.append("    out = {}")
     for i, b in enumerate(branches, 1):
-        lines.append(f"    if {_cond(b)}:")
+        lines.append(f"    if {_room(b, max_outputs) if i > 1 else ''}{_cond(b)}:")
         members = list(enumerate(b.members()))
         # a vote of measurements on the primary series: one table, one guard (short source)
         table = [(j, m) for j, m in members if m.spec.mode == "primary" and len(m.keys) == 1]
