@@ -283,6 +283,10 @@ def test_branches_that_fire_together_never_return_more_outputs_than_the_sandbox_
     )  # fmt: skip
     two = composite_source([b, cand], "comp2")
     assert "len(out) + 1 * len(ctx.candidate_names()) <= 32 and" in two and sb.check(two).ok
+    vote = replace(cand, peers=(Peer(cand.spec, cand.keys, cand.rule),) * 8, quorum=0.7)
+    alone = composite_source([vote], "comp3")  # nine per-candidate readings: guarded even first
+    assert "if len(out) + 9 * len(ctx.candidate_names()) <= 32 and" in alone
+    assert "if len(out)" not in composite_source([b], "comp4")  # a first fixed-size branch is not
 
 
 def test_a_mara_chain_genome_keeps_a_branchs_peers_and_splits_their_consensus_back():

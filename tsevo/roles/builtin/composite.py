@@ -298,7 +298,8 @@ def composite_source(
 
     Several branches may fire on one question; a later branch whose outputs would take the result
     past ``max_outputs`` keys (the sandbox's bound) is skipped, so a tool never breaks the contract
-    however many of its branches' words a question holds.
+    however many of its branches' words a question holds. So is a first branch whose per-candidate
+    measurements alone would (a vote of nine on many candidates).
     """
     if not branches:
         raise ValueError("a composite tool needs at least one branch")
@@ -311,7 +312,9 @@ def composite_source(
         lines.append("    nums = ctx.question_numbers()")
     lines.append("    out = {}")
     for i, b in enumerate(branches, 1):
-        lines.append(f"    if {_room(b, max_outputs) if i > 1 else ''}{_cond(b)}:")
+        per_candidate = any(m.spec.mode in ("cand", "cand_diff") for m in b.members())
+        room = _room(b, max_outputs) if i > 1 or per_candidate else ""
+        lines.append(f"    if {room}{_cond(b)}:")
         members = list(enumerate(b.members()))
         # a vote of measurements on the primary series: one table, one guard (short source)
         table = [(j, m) for j, m in members if m.spec.mode == "primary" and len(m.keys) == 1]
