@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 _WINDOW = {"window2": ("a", "b"), "window4": ("a", "b", "c", "d")}
+_PER_CANDIDATE = ("cand", "cand_diff")  # modes that return one output per candidate series
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,7 @@ def _branch_lines(m: Peer, p: str, pad: str) -> list[str]:
             f"{pad}    if {r} is not None:",
         ]
         lines += put(r, pad + "        ")
-    elif s.mode in ("cand", "cand_diff"):
+    elif s.mode in _PER_CANDIDATE:
         lines += [f"{pad}cands = ctx.candidate_names()", f"{pad}if len(cands) >= 2:"]
         inner = pad + "    "
         if s.mode == "cand_diff":
@@ -279,13 +280,16 @@ def composite_doc(branches: Sequence[Branch]) -> str:
     return f"Evidence per question kind: {len(branches)} branches, each its own measurement."
 
 
-def _room(b: Branch, max_outputs: int) -> str:
-    """A guard that the branch's outputs still fit in the tool's result (``""``: always)."""
-    cand = sum(len(m.keys) for m in b.members() if m.spec.mode in ("cand", "cand_diff"))
+def _room(b: Branch, max_outputs: int, first: bool) -> str:
+    """A guard that the branch's outputs still fit in the tool's result.
+
+    ``""`` for a first branch of fixed size: its outputs always fit.
+    """
+    cand = sum(len(m.keys) for m in b.members() if m.spec.mode in _PER_CANDIDATE)
     fixed = sum(len(m.keys) for m in b.members()) - cand
     if cand:
         return f"len(out) + {cand} * len(ctx.candidate_names()) <= {max_outputs - fixed} and "
-    return f"len(out) <= {max_outputs - fixed} and "
+    return "" if first else f"len(out) <= {max_outputs - fixed} and "
 
 
 def composite_source(
@@ -312,9 +316,7 @@ def composite_source(
         lines.append("    nums = ctx.question_numbers()")
     lines.append("    out = {}")
     for i, b in enumerate(branches, 1):
-        per_candidate = any(m.spec.mode in ("cand", "cand_diff") for m in b.members())
-        room = _room(b, max_outputs) if i > 1 or per_candidate else ""
-        lines.append(f"    if {room}{_cond(b)}:")
+        lines.append(f"    if {_room(b, max_outputs, i == 1)}{_cond(b)}:")
         members = list(enumerate(b.members()))
         # a vote of measurements on the primary series: one table, one guard (short source)
         table = [(j, m) for j, m in members if m.spec.mode == "primary" and len(m.keys) == 1]
