@@ -138,3 +138,30 @@ def test_numbers_in_one_unit_are_one_option_set_and_other_units_another():
     assert _siblings(index, kind["vm1"], everyone) == []
     # bare numbers say nothing of the question: only a shared concept word would pool them
     assert _siblings(index, kind["vc1"], everyone) == []
+
+
+def test_given_kinds_replace_the_recovered_ones():
+    # the diagnostic seam of the ceiling bench: the two phrasings given as one kind of four rows
+    d = _dossier()
+    views = [e.question for e in d.support]
+    group = {
+        v.id: ("trend" if v.question.startswith(("Is there", "Does X")) else "spread")
+        for v in views
+    }
+    index = KindIndex.from_groups(views, group)
+    assert [k.id for k in index.kinds] == ["spread", "trend"]
+    trend = index.by_id["trend"]
+    assert len(trend.members) == 4 and {"upward", "trend"} <= trend.anchor
+    assert "there" not in trend.anchor  # only the words both phrasings share
+    assert index.of == {v.id: group[v.id] for v in views}
+
+    def given(qs):
+        return KindIndex.from_groups(qs, group)
+
+    branches, report = plan_kinds(
+        MeasurementPlanner(), d, KindPlanSettings(max_kind_share=0.7), given
+    )
+    assert set(report) == {"trend", "spread"}
+    assert report["trend"]["rows"] == 4 and "pooled_with" not in report["trend"]
+    assert [b.kinds for b in branches] == [("trend",)]
+    assert report["spread"]["outcome"] == "too few rows"

@@ -30,6 +30,11 @@ is how well its rules transfer to new questions of the same kinds:
   dossier holding *all* that seed's train rows (errors as support, the rest as background), kinds
   recovered from wording and dispatched by their words, as a composite tool would. The builtin
   learner with no bucket split, no held-out rows and no gate;
+* ``kinds_given``: the same, with the generator's kinds given to ``plan_kinds``
+  (:meth:`~tsevo.roles.builtin.kinds.KindIndex.from_groups`) and an eval question dispatched to
+  its own kind's branch: what recovering kinds from wording costs (against
+  ``unsupervised_kinds``), and what planning one dossier of many kinds costs against
+  ``perfect_dispatch`` (errors only as support, the gain judged on the kind's rows);
 * ``unsupervised_kinds_half``: the same on half of the errors (a seeded hash of the id keeps
   each), as the round's bucket split shows a planner (the other half is held out for the
   prefilter); the correct rows stay. What hiding half the errors costs the same learner;
@@ -244,11 +249,16 @@ def _kept(qid: str) -> bool:
 
 
 def unsupervised_kinds(
-    train: Sequence[dict[str, Any]], ev: Sequence[dict[str, Any]], half: bool = False
+    train: Sequence[dict[str, Any]],
+    ev: Sequence[dict[str, Any]],
+    half: bool = False,
+    given: bool = False,
 ) -> tuple[dict[str, list[int]], int]:
-    """plan_kinds on one dossier of every train row; per true kind [n, right] on the eval rows.
+    """plan_kinds on one dossier of every train row; per true kind [n, right, harmed] on the eval rows.
 
     ``half``: only the errors :func:`_kept` keeps are in the dossier (the correct rows all are).
+    ``given``: the generator's kinds are planned for, and each eval question goes to its own
+    kind's branch (no wording involved).
     """
     ex = _examples(train)
     dossier = Dossier(
@@ -263,18 +273,30 @@ def unsupervised_kinds(
         library=None,
     )
     settings = KindPlanSettings(max_branches=10_000, max_kind_share=1.0)
-    branches, _ = plan_kinds(MeasurementPlanner(), dossier, settings)
-    per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    group = {r["id"]: r["kind"] for r in train}
+
+    def given_kinds(qs: Any) -> KindIndex:
+        return KindIndex.from_groups(qs, group)
+
+    branches, _ = plan_kinds(
+        MeasurementPlanner(), dossier, settings, given_kinds if given else KindIndex
+    )
+    per: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for r in ev:
         toks = question_tokens(r["text"])
         ans = r["base"]
         for b in branches:
-            if all(w in toks for w in b.require) and not any(w in toks for w in b.forbid):
+            if (
+                b.kinds == (r["kind"],)
+                if given
+                else all(w in toks for w in b.require) and not any(w in toks for w in b.forbid)
+            ):
                 o = _branch_option(b, r)
                 ans = o if o is not None else ans
                 break
         per[r["kind"]][0] += 1
         per[r["kind"]][1] += int(ans == r["gold"])
+        per[r["kind"]][2] += int(r["base"] == r["gold"] and ans != r["gold"])
     return per, len(branches)
 
 
@@ -346,15 +368,22 @@ def main(argv: list[str] | None = None) -> int:
         kinds[kind] = entry
         print(f"{kind:30s} base {entry['base']:.2f} capacity {cap:.2f}", flush=True)
 
-    uk: dict[str, dict[int, float]] = {"unsupervised_kinds": {}, "unsupervised_kinds_half": {}}
-    uk_branches: dict[int, int] = {}
+    planned = (
+        ("kinds_given", False, True),
+        ("unsupervised_kinds", False, False),
+        ("unsupervised_kinds_half", True, False),
+    )
+    uk: dict[str, dict[int, float]] = {level: {} for level, _, _ in planned}
+    uk_harm: dict[str, dict[int, float]] = {level: {} for level, _, _ in planned}
+    uk_branches: dict[str, dict[str, int]] = {level: {} for level, _, _ in planned}
     for s in fit_seeds:
         tr = [r for r in rows if r["seed"] == s and r["split"] == "train"]
-        for level, half in (("unsupervised_kinds", False), ("unsupervised_kinds_half", True)):
-            per, nb = unsupervised_kinds(tr, ev_all, half=half)
+        for level, half, given in planned:
+            per, nb = unsupervised_kinds(tr, ev_all, half=half, given=given)
             uk[level][s] = sum(v[1] for v in per.values()) / n_ev
-            uk_branches[s] = uk_branches.get(s, nb)
-            for kind, (n, right) in per.items():
+            uk_harm[level][s] = sum(v[2] for v in per.values()) / n_ev
+            uk_branches[level][str(s)] = nb
+            for kind, (n, right, _) in per.items():
                 kinds[kind].setdefault(level, {})[str(s)] = round(right / n, 4)
             print(f"{level}, seed {s}: {uk[level][s]:.3f} ({nb} branches)", flush=True)
 
@@ -372,8 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         "right_measurement": _ms([rm_hits[s] / n_ev for s in fit_seeds]),
         "right_measurement_judged": _ms([rj_hits[s] / n_ev for s in fit_seeds]),
         "perfect_dispatch": _ms([pd_hits[s] / n_ev for s in fit_seeds]),
-        "unsupervised_kinds": _ms([uk["unsupervised_kinds"][s] for s in fit_seeds]),
-        "unsupervised_kinds_half": _ms([uk["unsupervised_kinds_half"][s] for s in fit_seeds]),
+        **{level: _ms([uk[level][s] for s in fit_seeds]) for level, _, _ in planned},
     }
     gains = {k: round(100 * (v["mean"] - base), 2) for k, v in levels.items()}
     gains["round"] = round(100 * statistics.fmean(r["gain"] for r in rounds.values()), 2)
@@ -388,7 +416,10 @@ def main(argv: list[str] | None = None) -> int:
         "gain_pp_over_base": gains,
         "round": {str(s): v for s, v in rounds.items()},
         "round_gain_pp": _ms([100 * r["gain"] for r in rounds.values()]),
-        "unsupervised_branches": {str(s): v for s, v in uk_branches.items()},
+        "planned_branches": uk_branches,
+        "planned_harmed_pct": {
+            level: _ms([100 * uk_harm[level][s] for s in fit_seeds]) for level, _, _ in planned
+        },
         "kinds": kinds,
         "seconds": round(time.perf_counter() - t0, 1),
     }

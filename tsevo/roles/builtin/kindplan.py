@@ -23,7 +23,7 @@ answers only where enough of them agree (``quorum``).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -255,11 +255,18 @@ def support_request(
 
 
 def plan_kinds(
-    ranker: _Ranker, dossier: Dossier, settings: KindPlanSettings = KindPlanSettings()
+    ranker: _Ranker,
+    dossier: Dossier,
+    settings: KindPlanSettings = KindPlanSettings(),
+    kinds: Callable[[Iterable[QuestionView]], KindIndex] = KindIndex,
 ) -> tuple[list[Branch], dict[str, Any]]:
-    """Branches for the bucket's kinds, and a report of every kind considered (JSON-friendly)."""
+    """Branches for the bucket's kinds, and a report of every kind considered (JSON-friendly).
+
+    ``kinds`` indexes the dossier's questions by kind: recovered from wording (the default), or
+    given, for a diagnostic (:meth:`~.kinds.KindIndex.from_groups`).
+    """
     rows = _labelled(dossier)
-    index = KindIndex(e.question for e in rows)
+    index = kinds(e.question for e in rows)
     err_kinds: dict[str, int] = {}
     for e in dossier.support:
         k = index.of.get(e.question.id)

@@ -212,11 +212,37 @@ class KindIndex:
         questions: The questions (views) to index.
     """
 
-    def __init__(self, questions: Iterable[QuestionView]) -> None:
+    def __init__(
+        self, questions: Iterable[QuestionView], kinds: Sequence[Kind] | None = None
+    ) -> None:
         self.questions = {q.id: q for q in questions}
-        self.kinds = induce_kinds(self.questions.values())
+        self.kinds = list(kinds) if kinds is not None else induce_kinds(self.questions.values())
         self.by_id = {k.id: k for k in self.kinds}
         self.of = {m: k.id for k in self.kinds for m in k.members}
+
+    @classmethod
+    def from_groups(cls, questions: Iterable[QuestionView], group: Mapping[str, str]) -> KindIndex:
+        """An index whose kinds are given (question id -> group name) instead of recovered.
+
+        A diagnostic seam: the ``mixed`` ceiling bench plans with the generator's own kinds to
+        tell what recovering kinds from wording costs. Roles never see such labels. A kind's id is
+        its group name; its anchor, the words all its members share, as for a recovered kind.
+        """
+        qs = sorted(questions, key=lambda q: q.fingerprint)
+        by: dict[str, list[QuestionView]] = defaultdict(list)
+        for q in qs:
+            by[group[q.id]].append(q)
+        kinds = [
+            Kind(
+                name,
+                masked_tokens(ms[0]),
+                option_shape(ms[0]),
+                frozenset.intersection(*(question_tokens(_text(q)) for q in ms)),
+                tuple(sorted(q.id for q in ms)),
+            )
+            for name, ms in sorted(by.items())
+        ]
+        return cls(qs, kinds)
 
     def __len__(self) -> int:
         return len(self.kinds)
