@@ -184,7 +184,7 @@ def induce_kinds(questions: Iterable[Worded]) -> list[Kind]:
         shape = keys[idx[0]][1]
         template = tuple(pos[0] if len(set(pos)) == 1 else "*" for pos in zip(*pats, strict=True))
         members = [q for i in idx for q in by_key[keys[i]]]
-        anchor = frozenset.intersection(*(question_tokens(_text(q)) for q in members))
+        anchor = _anchor(members)
         kid = "k" + hashlib.sha256(f"{' '.join(template)}\x00{shape}".encode()).hexdigest()[:8]
         kinds.append(Kind(kid, template, shape, anchor, tuple(sorted(q.id for q in members))))
     kinds.sort(key=lambda k: (k.template, k.shape))
@@ -203,6 +203,11 @@ def median_kind_size(questions: Iterable[Worded]) -> float:
 def _text(q: Worded) -> str:
     # the question alone: what a scope's matchers read (a tool's tokens add the context's words)
     return q.question
+
+
+def _anchor(members: Sequence[Worded]) -> frozenset[str]:
+    """The words every member's question holds (what a branch of their kind dispatches on)."""
+    return frozenset.intersection(*(question_tokens(_text(q)) for q in members))
 
 
 class KindIndex:
@@ -237,7 +242,7 @@ class KindIndex:
                 name,
                 masked_tokens(ms[0]),
                 option_shape(ms[0]),
-                frozenset.intersection(*(question_tokens(_text(q)) for q in ms)),
+                _anchor(ms),
                 tuple(sorted(q.id for q in ms)),
             )
             for name, ms in sorted(by.items())
