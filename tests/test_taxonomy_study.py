@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,9 @@ def test_the_study_pins_one_taxonomy_per_base_run(tiny_run: Path, tmp_path: Path
     shutil.copytree(tiny_run, base, ignore=shutil.ignore_patterns("taxonomy", "notebook_metrics"))
     cfg = nb.TaxonomyStudyConfig(run_dir=str(base))
     first = cfg.pinned(log=lambda _: None)
-    assert first["source"] == "induced" and first["status"] == "accepted"
+    # the gate's verdict on one tiny run turns on a few traces; the pin works either way
+    assert first["source"] == "induced" and first["codes"] >= 1
+    assert first["status"] in ("accepted", "review_required")
     pins = json.loads((base / "taxonomy" / "pins.json").read_text())
     assert pins["taxonomy_study:all:0"]["fingerprint"] == first["fingerprint"]
     path = Path(first["path"])
@@ -145,8 +148,14 @@ def test_the_study_pins_one_taxonomy_per_base_run(tiny_run: Path, tmp_path: Path
     assert {**again, "source": "induced"} == first and again["source"] == "reused"
     coded = cfg.arm_config("coded", first)
     assert coded.protocol().taxonomy == TaxonomyConfig(
-        path=str(path), fingerprint=first["fingerprint"], diagnoses="instead"
-    )
+        path=str(path), fingerprint=first["fingerprint"], diagnoses="instead",
+        allow_unaccepted=True,
+    )  # fmt: skip
+    strict = replace(cfg, allow_unaccepted=False).arm_config("coded", first)
+    assert not strict.protocol().taxonomy.allow_unaccepted
+    if first["status"] != "accepted":  # a strict arm refuses what the gate did not accept
+        with pytest.raises(TaxonomyError, match="allow_unaccepted"):
+            strict.protocol().taxonomy.load()
     assert coded.run_path() == tmp_path / f"run-taxonomy-coded-{first['fingerprint'][7:15]}"
     assert cfg.arm_config("none", first).protocol() == nb.QuickstartConfig().protocol()
     given = nb.TaxonomyStudyConfig(

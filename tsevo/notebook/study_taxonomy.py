@@ -58,8 +58,11 @@ class TaxonomyStudyConfig(NotebookConfig):
     """Train traces of the base run the taxonomy is induced from: base | evolution | all."""
     taxonomy_seed: int = 0
     """Seeds the induction/gate pool split and the gate's trace sampler."""
-    allow_unaccepted: bool = False
-    """Let the arms read a taxonomy the gate did not accept (recorded in each arm's protocol)."""
+    allow_unaccepted: bool = True
+    """Let the arms read a taxonomy the gate did not accept (recorded in each arm's protocol and
+    row). On by default: the study contrasts the consumers, and whether the gate accepts a
+    taxonomy mined from one small run turns on a few traces (one code more or less decides whether
+    Cohen's κ is defined). False: an arm refuses a taxonomy that is not ``accepted``."""
     taxonomy_path: str = ""
     """A taxonomy.json to pin instead of inducing one ("" = induce on the base run)."""
     taxonomy_fingerprint: str = ""
