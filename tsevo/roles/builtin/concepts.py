@@ -35,7 +35,9 @@ _TRANSFORM = ("transform", "wavelet", "shape")
 _COMPLEXITY = ("entropy", "autocorr", "noise")
 
 #: Word stem -> catalog groups. A token matches a stem of five letters or more when it starts with
-#: it; a shorter stem only as the word itself (or with ``s``, ``ed``, ``ged``, ``ing``).
+#: it; a shorter stem only as the word itself or with an inflection (:data:`_SUFFIXES`: ``cycle``,
+#: ``cycles``, ``cyclic``; ``flipped``; ``drives``, ``driven``; ``causal``), never inside another
+#: word (``red`` is not in ``reduced``, ``lag`` not in ``large``).
 CONCEPTS: dict[str, tuple[str, ...]] = {
     # direction and shape of the overall movement
     "trend": _TREND,
@@ -171,10 +173,23 @@ def concept_stems(tokens: Iterable[str]) -> frozenset[str]:
     return frozenset(stem for t in tokens for stem in CONCEPTS if _hits(t, stem))
 
 
+#: Endings a short stem may carry (inflections and the common derivations of the lexicon's words;
+#: a doubled final consonant is allowed before a vowel: ``flipped``, ``lagging``).
+_SUFFIXES = frozenset(
+    {"", "s", "e", "es", "ed", "d", "ing", "er", "ers", "en", "al", "ality", "ic", "ical", "th"}
+    | {"form", "forms"}
+)
+
+
 def _hits(token: str, stem: str) -> bool:
     if len(stem) >= 5:
         return token.startswith(stem)
-    return token in (stem, stem + "s", stem + "ed", stem + "ged", stem + "ing")
+    if not token.startswith(stem):
+        return False
+    rest = token[len(stem) :]
+    if rest[:1] == stem[-1:] and rest[1:2] in ("e", "i"):
+        rest = rest[1:]  # doubled consonant: flip-ped, lag-ging
+    return rest in _SUFFIXES
 
 
 _STOP = frozenset(
