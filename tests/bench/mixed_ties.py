@@ -1,0 +1,288 @@
+"""How a few-row search chooses among equally good measurements on ``mixed``, as JSON.
+
+``python -m tests.bench.mixed_ties [--fit-seeds 104,105,106,107] [--eval-seeds 108,109,110,111]
+[--cache DIR] [--out runs/bench/mixed-ties.json]``
+
+A diagnostic for issue 11 (development seeds only; it claims nothing about held-out performance).
+Per fit seed and true question kind (the generator's label, which no role sees), the planner's
+ranking (:meth:`~tsevo.roles.builtin.planner.MeasurementPlanner.rank`, few-row leave-one-out, the
+kind's words breaking ties) is computed over the *whole* catalog on that seed's 3-6 train rows of
+the kind. The measurements whose leave-one-out accuracy equals the best are its **ties**. Reported:
+
+* ``ties``: how many measurements tie at the top (median and quartiles over kind-seeds);
+* ``right_at_top``: of the kind-seeds where the capacity measurement (the best on about 36 rows of
+  all fit seeds, :func:`tests.bench.mixed_ceiling._capacity_pick`) is ranked at all, the share
+  where it ties at the top, and its position there in the shipped order (0: chosen);
+* per selection level, the gain on the eval seeds' questions of the kind over the base answerer
+  (pp of all eval questions) and the share of them harmed, the base answer kept where a level
+  abstains or the kind is not served (best leave-one-out below the search's bar, or recovering
+  fewer than ``min_gain`` rows beyond the base answerer):
+  ``first`` (the shipped order's first tie alone), ``quorum`` (it and its first ``peers`` ties,
+  answering where ``quorum`` of them agree: the shipped branch), ``vote_all`` (the plurality of
+  every tie), ``random`` (the mean over ties: a pick that knows nothing), and ``best_on_eval``
+  (the tie that reads the eval questions best: chosen on the eval labels, so an optimistic bound
+  on what any tie-break could reach, inflated by picking among many on a few dozen questions), and
+  ``best_cross_eval`` (the tie chosen on the questions of half the eval seeds and scored on the
+  other half, both ways: what a tie-break that knew the right tie would reach, without that
+  optimism; where a kind's eval questions all come from one seed half, it is not scored).
+
+The gap between ``quorum`` and ``right_measurement_judged`` of ``mixed_ceiling`` is the search's
+selection loss; this bench shows whether it lies among the ties (a tie-break problem) or below
+them (the right measurement does not read the few rows best).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import statistics
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.bench import git_commit
+from tests.bench.mixed_ceiling import (
+    EVAL_SEEDS,
+    FIT_SEEDS,
+    ROOT,
+    _capacity_pick,
+    _examples,
+    measure_seed,
+)
+from tsevo.data.synthetic import make_suite
+from tsevo.fileio import atomic_write_text
+from tsevo.library.reading import apply_rule
+from tsevo.procs import forked_pool
+from tsevo.roles.builtin.kindplan import KindPlanSettings
+from tsevo.roles.builtin.kinds import KindIndex
+from tsevo.roles.builtin.planner import MeasurementPlanner
+
+LEVELS = ("first", "quorum", "vote_all", "random", "best_on_eval", "best_cross_eval")
+_STATE: dict[
+    str, Any
+] = {}  # filled before a pool forks: its workers inherit it, nothing is pickled
+
+
+def _measured(seed: int) -> list[dict[str, Any]]:
+    """One seed's measurements (:func:`~tests.bench.mixed_ceiling.measure_seed`), cached if asked."""
+    cache = _STATE.get("cache")
+    path = cache / f"meas_{seed}.pkl" if cache else None
+    if path is not None and path.exists():
+        with path.open("rb") as fh:
+            rows: list[dict[str, Any]] = pickle.load(fh)
+        return rows
+    rows = measure_seed(seed)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as fh:
+            pickle.dump(rows, fh)
+    return rows
+
+
+def _vote(preds: Sequence[Sequence[int]], share: float) -> list[int]:
+    """Per question, the option at least ``share`` of ``preds`` name (-1: none, or abstain)."""
+    out = []
+    for i in range(len(preds[0])):
+        c = Counter(p[i] for p in preds if p[i] >= 0)
+        top = c.most_common(1)
+        out.append(top[0][0] if top and top[0][1] >= share * len(preds) else -1)
+    return out
+
+
+def _score(answers: Sequence[int], ev: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """(gain, harmed) in questions of ``answers`` (-1: the base answer) over the base answerer."""
+    gain = harmed = 0
+    for a, r in zip(answers, ev, strict=True):
+        final = a if a >= 0 else r["base"]
+        gain += int(final == r["gold"]) - int(r["base"] == r["gold"])
+        harmed += int(r["base"] == r["gold"] and final != r["gold"])
+    return gain, harmed
+
+
+def one_seed(seed: int) -> dict[str, Any]:
+    """Ties, the capacity measurement's place among them and each level's (gain, harmed) per kind."""
+    train, ev, picks = _STATE["train"][seed], _STATE["ev"], _STATE["picks"]
+    settings = KindPlanSettings()
+    ranker = MeasurementPlanner()
+    ranker.top_k = ranker.few_top_k = 1_000_000  # every measurement is ranked
+    by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in train:
+        by_kind[r["kind"]].append(r)
+    out: dict[str, Any] = {}
+    for kind, rows in sorted(by_kind.items()):
+        ex = _examples(rows)
+        if len(ex) < settings.min_rows:
+            continue
+        words = frozenset().union(*(k.anchor for k in KindIndex(e.question for e in ex).kinds))
+        _, _, ranked = ranker.rank(ex, few=True, words=words)
+        if not ranked:
+            continue
+        top = ranked[0].cv_acc
+        ties = [r for r in ranked if r.cv_acc >= top - 1e-9]
+        names = [r.spec.describe(r.key) for r in ranked]
+        pick = picks.get(kind)
+        pos = names.index(pick) if pick in names else None
+        current = sum(bool(e.record.correct) for e in ex)
+        served = top >= settings.bar and round(top * len(ex)) - current >= settings.min_gain
+        entry: dict[str, Any] = {
+            "rows": len(ex),
+            "top_cv": round(top, 4),
+            "ties": len(ties),
+            "ranked": len(ranked),
+            "right_ranked": pos is not None,
+            "right_at_top": pos is not None and ranked[pos].cv_acc >= top - 1e-9,
+            "right_position": pos,
+            "served": served,
+        }
+        evk = ev.get(kind, [])
+        if served and evk:
+            preds = []
+            for t in ties:
+                p = []
+                for x in evk:
+                    rd = apply_rule(
+                        t.rule, x["vals"].get(t.spec), x["options"], x["cands"], x["text"]
+                    )
+                    p.append(-1 if rd.option is None else int(rd.option))
+                preds.append(p)
+            peers = preds[: settings.peers + 1]
+            scores = [_score(p, evk) for p in preds]
+            levels: dict[str, tuple[float, float]] = {
+                "first": _score(preds[0], evk),
+                "quorum": _score(_vote(peers, settings.quorum if len(peers) > 1 else 1.0), evk),
+                "vote_all": _score(_vote(preds, 0.0), evk),
+                "random": (
+                    statistics.fmean(g for g, _ in scores),
+                    statistics.fmean(h for _, h in scores),
+                ),
+                "best_on_eval": max(scores, key=lambda gh: (gh[0], -gh[1])),
+                "best_cross_eval": _cross(preds, evk),
+            }
+            entry["levels"] = levels
+        out[kind] = entry
+    return {"seed": seed, "kinds": out}
+
+
+def _cross(preds: Sequence[Sequence[int]], ev: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """The tie that reads one half of the eval questions best, scored on the other half (both ways).
+
+    The halves are the eval seeds of even and odd position; choosing on one and scoring on the
+    other removes the optimism of ``best_on_eval`` (picking among many ties on a few questions).
+    """
+    seeds = sorted({r["seed"] for r in ev})
+    half = [seeds.index(r["seed"]) % 2 for r in ev]
+    gain = harmed = 0
+    for pick_on in (0, 1):
+        on = [i for i, h in enumerate(half) if h == pick_on]
+        off = [i for i, h in enumerate(half) if h != pick_on]
+        if not on or not off:
+            continue
+        best = max(
+            preds,
+            key=lambda p: _score([p[i] for i in on], [ev[i] for i in on]),
+        )
+        g, h = _score([best[i] for i in off], [ev[i] for i in off])
+        gain, harmed = gain + g, harmed + h
+    return gain, harmed
+
+
+def _quartiles(xs: Sequence[float]) -> dict[str, float]:
+    q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
+    return {"q1": q[0], "median": q[1], "q3": q[2]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fit-seeds", default=",".join(map(str, FIT_SEEDS)))
+    ap.add_argument("--eval-seeds", default=",".join(map(str, EVAL_SEEDS)))
+    ap.add_argument("--cache", default="", help="folder for the measurements (reused when present)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "mixed-ties.json"))
+    args = ap.parse_args(argv)
+    fit = [int(s) for s in args.fit_seeds.split(",")]
+    evs = [int(s) for s in args.eval_seeds.split(",")]
+    if set(fit) & set(evs):
+        ap.error("fit and eval seeds must differ")
+    _STATE["cache"] = Path(args.cache) if args.cache else None
+    t0 = time.perf_counter()
+    with forked_pool(args.workers) as pool:
+        parts = dict(zip([*fit, *evs], pool.map(_measured, [*fit, *evs]), strict=True))
+    questions = {q.id: q for s in fit for q in make_suite("mixed", seed=s)}
+    for s in fit:
+        for r in parts[s]:
+            r["q"] = questions[r["id"]]
+    ev: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in evs:
+        for r in parts[s]:
+            ev[r["kind"]].append(r)
+    fit_by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in fit:
+        for r in parts[s]:
+            fit_by_kind[r["kind"]].append(r)
+    _STATE["picks"] = {
+        k: p[0] for k, rs in fit_by_kind.items() if (p := _capacity_pick(rs)) is not None
+    }
+    _STATE["train"] = {s: [r for r in parts[s] if r["split"] == "train"] for s in fit}
+    _STATE["ev"] = ev
+    with forked_pool(args.workers) as pool:
+        results = list(pool.map(one_seed, fit))
+    n_ev = sum(len(v) for v in ev.values())
+    cases = [e for res in results for e in res["kinds"].values()]
+    ranked = [e for e in cases if e["right_ranked"]]
+    at_top = [e for e in ranked if e["right_at_top"]]
+    levels: dict[str, dict[str, Any]] = {}
+    for level in LEVELS:
+        gains = [
+            100 * sum(e["levels"][level][0] for e in res["kinds"].values() if "levels" in e) / n_ev
+            for res in results
+        ]
+        harms = [
+            100 * sum(e["levels"][level][1] for e in res["kinds"].values() if "levels" in e) / n_ev
+            for res in results
+        ]
+        levels[level] = {
+            "gain_pp": {
+                "mean": round(statistics.fmean(gains), 2),
+                "sd": round(statistics.stdev(gains), 2),
+            },
+            "harmed_pct": {
+                "mean": round(statistics.fmean(harms), 2),
+                "sd": round(statistics.stdev(harms), 2),
+            },
+        }
+        print(f"{level:13s} gain {levels[level]['gain_pp']} harmed {levels[level]['harmed_pct']}")
+    doc = {
+        "bench": "mixed_ties",
+        "label": "development",
+        "commit": git_commit(),
+        "fit_seeds": fit,
+        "eval_seeds": evs,
+        "eval_questions": n_ev,
+        "kind_seeds": len(cases),
+        "served": sum(e["served"] for e in cases),
+        "ties": _quartiles([e["ties"] for e in cases]),
+        "ranked_measurements": _quartiles([e["ranked"] for e in cases]),
+        "right_ranked": len(ranked),
+        "right_at_top": len(at_top),
+        "right_position_at_top": _quartiles([e["right_position"] for e in at_top] or [0]),
+        "right_chosen": sum(e["right_position"] == 0 for e in ranked),
+        "levels": levels,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "per_seed": {str(r["seed"]): r["kinds"] for r in results},
+    }
+    print(
+        f"ties per kind-seed: median {doc['ties']['median']}; right measurement at the top in "
+        f"{len(at_top)} of {len(ranked)}, chosen in {doc['right_chosen']}"
+    )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, json.dumps(doc, indent=1, default=float) + "\n")
+    print(f"-> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
