@@ -19,7 +19,11 @@ the kind. The measurements whose leave-one-out accuracy equals the best are its 
   fewer than ``min_gain`` rows beyond the base answerer):
   ``first`` (the shipped order's first tie alone), ``quorum`` (it and its first ``peers`` ties,
   answering where ``quorum`` of them agree: the shipped branch), ``vote_all`` (the plurality of
-  every tie), ``random`` (the mean over ties: a pick that knows nothing), and ``best_on_eval``
+  every tie), ``random`` (the mean over ties: a pick that knows nothing), three tie-breaks that
+  might tell a real signal from a fluke: ``widest_gap`` (the widest class separation on the rows),
+  ``most_variants`` (the primitive with the most tied variants), ``most_central`` (the tie that
+  agrees most with the others on the kind's eval questions, read without their labels), and
+  ``best_on_eval``
   (the tie that reads the eval questions best: chosen on the eval labels, so an optimistic bound
   on what any tie-break could reach, inflated by picking among many on a few dozen questions), and
   ``best_cross_eval`` (the tie chosen on the questions of half the eval seeds and scored on the
@@ -60,7 +64,17 @@ from tsevo.roles.builtin.kindplan import KindPlanSettings
 from tsevo.roles.builtin.kinds import KindIndex
 from tsevo.roles.builtin.planner import MeasurementPlanner
 
-LEVELS = ("first", "quorum", "vote_all", "random", "best_on_eval", "best_cross_eval")
+LEVELS = (
+    "first",
+    "quorum",
+    "vote_all",
+    "random",
+    "widest_gap",
+    "most_variants",
+    "most_central",
+    "best_on_eval",
+    "best_cross_eval",
+)
 _STATE: dict[
     str, Any
 ] = {}  # filled before a pool forks: its workers inherit it, nothing is pickled
@@ -158,12 +172,38 @@ def one_seed(seed: int) -> dict[str, Any]:
                     statistics.fmean(g for g, _ in scores),
                     statistics.fmean(h for _, h in scores),
                 ),
+                "widest_gap": _score(preds[_argmax([t.separation for t in ties])], evk),
+                "most_variants": _score(preds[_argmax(_variants(ties))], evk),
+                "most_central": _score(preds[_argmax(_centrality(preds))], evk),
                 "best_on_eval": max(scores, key=lambda gh: (gh[0], -gh[1])),
                 "best_cross_eval": _cross(preds, evk),
             }
             entry["levels"] = levels
         out[kind] = entry
     return {"seed": seed, "kinds": out}
+
+
+def _argmax(xs: Sequence[float]) -> int:
+    """The first index of the largest value (the shipped order breaks ties)."""
+    return max(range(len(xs)), key=lambda i: (xs[i], -i))
+
+
+def _variants(ties: Sequence[Any]) -> list[float]:
+    """Per tie, how many ties share its primitive (a real signal has many tied variants)."""
+    per = Counter(t.spec.primitive for t in ties)
+    return [float(per[t.spec.primitive]) for t in ties]
+
+
+def _centrality(preds: Sequence[Sequence[int]]) -> list[float]:
+    """Per tie, its mean agreement with the other ties on the kind's (unlabelled) eval questions."""
+    out = []
+    for p in preds:
+        agree = []
+        for q in preds:
+            both = [(a, b) for a, b in zip(p, q, strict=True) if a >= 0 and b >= 0]
+            agree.append(sum(a == b for a, b in both) / len(both) if both else 0.0)
+        out.append(statistics.fmean(agree))
+    return out
 
 
 def _cross(preds: Sequence[Sequence[int]], ev: Sequence[dict[str, Any]]) -> tuple[int, int]:
