@@ -22,7 +22,9 @@ the kind. The measurements whose leave-one-out accuracy equals the best are its 
   every tie), ``random`` (the mean over ties: a pick that knows nothing), three tie-breaks that
   might tell a real signal from a fluke: ``widest_gap`` (the widest class separation on the rows),
   ``most_variants`` (the primitive with the most tied variants), ``most_central`` (the tie that
-  agrees most with the others on the kind's eval questions, read without their labels), and
+  agrees most with the others on the kind's eval questions, read without their labels),
+  ``most_central_train`` (the same on about 60 train series of the seed, every kind's, read as if
+  asked the kind's question: inputs a planner has), and
   ``best_on_eval``
   (the tie that reads the eval questions best: chosen on the eval labels, so an optimistic bound
   on what any tie-break could reach, inflated by picking among many on a few dozen questions), and
@@ -46,6 +48,8 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from tests.bench import git_commit
 from tests.bench.mixed_ceiling import (
@@ -72,6 +76,7 @@ LEVELS = (
     "widest_gap",
     "most_variants",
     "most_central",
+    "most_central_train",
     "best_on_eval",
     "best_cross_eval",
 )
@@ -175,6 +180,9 @@ def one_seed(seed: int) -> dict[str, Any]:
                 "widest_gap": _score(preds[_argmax([t.separation for t in ties])], evk),
                 "most_variants": _score(preds[_argmax(_variants(ties))], evk),
                 "most_central": _score(preds[_argmax(_centrality(preds))], evk),
+                "most_central_train": _score(
+                    preds[_argmax(_centrality(_on_others(ties, rows)))], evk
+                ),
                 "best_on_eval": max(scores, key=lambda gh: (gh[0], -gh[1])),
                 "best_cross_eval": _cross(preds, evk),
             }
@@ -195,14 +203,34 @@ def _variants(ties: Sequence[Any]) -> list[float]:
 
 
 def _centrality(preds: Sequence[Sequence[int]]) -> list[float]:
-    """Per tie, its mean agreement with the other ties on the kind's (unlabelled) eval questions."""
+    """Per tie, its mean agreement with every tie on the questions both read (-1: abstains)."""
+    p = np.asarray(preds)
+    if p.size == 0 or p.shape[1] == 0:
+        return [0.0] * len(preds)
+    read = (p >= 0).astype(float)
+    agree = sum(((p == o).astype(float) @ (p == o).T.astype(float)) for o in np.unique(p[p >= 0]))
+    both = read @ read.T
+    share = np.divide(agree, both, out=np.zeros_like(both), where=both > 0)
+    return [float(x) for x in share.mean(axis=1)]
+
+
+def _on_others(ties: Sequence[Any], kind_rows: Sequence[dict[str, Any]]) -> list[list[int]]:
+    """Each tie's readings on every train series of the seed, as if asked the kind's question.
+
+    Legitimate at planning time: the series are train inputs; no label of theirs is read.
+    """
+    first = kind_rows[0]
+    rows = _STATE["train"][first["seed"]]
+    others = rows[:: max(1, len(rows) // 60)]  # about 60 series: enough to tell readings apart
     out = []
-    for p in preds:
-        agree = []
-        for q in preds:
-            both = [(a, b) for a, b in zip(p, q, strict=True) if a >= 0 and b >= 0]
-            agree.append(sum(a == b for a, b in both) / len(both) if both else 0.0)
-        out.append(statistics.fmean(agree))
+    for t in ties:
+        p = []
+        for x in others:
+            rd = apply_rule(
+                t.rule, x["vals"].get(t.spec), first["options"], first["cands"], first["text"]
+            )
+            p.append(-1 if rd.option is None else int(rd.option))
+        out.append(p)
     return out
 
 
