@@ -158,15 +158,7 @@ def one_seed(seed: int) -> dict[str, Any]:
         }
         evk = ev.get(kind, [])
         if served and evk:
-            preds = []
-            for t in ties:
-                p = []
-                for x in evk:
-                    rd = apply_rule(
-                        t.rule, x["vals"].get(t.spec), x["options"], x["cands"], x["text"]
-                    )
-                    p.append(-1 if rd.option is None else int(rd.option))
-                preds.append(p)
+            preds = _readings(ties, evk)
             peers = preds[: settings.peers + 1]
             scores = [_score(p, evk) for p in preds]
             levels: dict[str, tuple[float, float]] = {
@@ -222,13 +214,19 @@ def _on_others(ties: Sequence[Any], kind_rows: Sequence[dict[str, Any]]) -> list
     first = kind_rows[0]
     rows = _STATE["train"][first["seed"]]
     others = rows[:: max(1, len(rows) // 60)]  # about 60 series: enough to tell readings apart
+    return _readings(ties, others, asked=first)
+
+
+def _readings(
+    ties: Sequence[Any], rows: Sequence[dict[str, Any]], asked: dict[str, Any] | None = None
+) -> list[list[int]]:
+    """Each tie's option on each row (-1: abstains), read as asked by ``asked`` (default: the row)."""
     out = []
     for t in ties:
         p = []
-        for x in others:
-            rd = apply_rule(
-                t.rule, x["vals"].get(t.spec), first["options"], first["cands"], first["text"]
-            )
+        for x in rows:
+            q = asked or x
+            rd = apply_rule(t.rule, x["vals"].get(t.spec), q["options"], q["cands"], q["text"])
             p.append(-1 if rd.option is None else int(rd.option))
         out.append(p)
     return out
