@@ -300,10 +300,11 @@ def unsupervised_kinds(
     return per, len(branches)
 
 
-def _ms(xs: Sequence[float]) -> dict[str, float]:
+def _ms(xs: Sequence[float], digits: int = 4) -> dict[str, float]:
+    """Mean and sample sd of ``xs``, rounded (sd 0 for one value)."""
     return {
-        "mean": round(statistics.fmean(xs), 4),
-        "sd": round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0,
+        "mean": round(statistics.fmean(xs), digits),
+        "sd": round(statistics.stdev(xs), digits) if len(xs) > 1 else 0.0,
     }
 
 

@@ -58,6 +58,7 @@ from tests.bench.mixed_ceiling import (
     ROOT,
     _capacity_pick,
     _examples,
+    _ms,
     measure_seed,
 )
 from tsevo.data.synthetic import make_suite
@@ -80,9 +81,8 @@ LEVELS = (
     "best_on_eval",
     "best_cross_eval",
 )
-_STATE: dict[
-    str, Any
-] = {}  # filled before a pool forks: its workers inherit it, nothing is pickled
+#: Filled before a pool forks: its workers inherit it, nothing is pickled.
+_STATE: dict[str, Any] = {}
 
 
 def _measured(seed: int) -> list[dict[str, Any]]:
@@ -301,23 +301,17 @@ def main(argv: list[str] | None = None) -> int:
     at_top = [e for e in ranked if e["right_at_top"]]
     levels: dict[str, dict[str, Any]] = {}
     for level in LEVELS:
-        gains = [
-            100 * sum(e["levels"][level][0] for e in res["kinds"].values() if "levels" in e) / n_ev
-            for res in results
-        ]
-        harms = [
-            100 * sum(e["levels"][level][1] for e in res["kinds"].values() if "levels" in e) / n_ev
-            for res in results
-        ]
         levels[level] = {
-            "gain_pp": {
-                "mean": round(statistics.fmean(gains), 2),
-                "sd": round(statistics.stdev(gains), 2),
-            },
-            "harmed_pct": {
-                "mean": round(statistics.fmean(harms), 2),
-                "sd": round(statistics.stdev(harms), 2),
-            },
+            name: _ms(
+                [
+                    100
+                    * sum(e["levels"][level][i] for e in res["kinds"].values() if "levels" in e)
+                    / n_ev
+                    for res in results
+                ],
+                digits=2,
+            )
+            for i, name in enumerate(("gain_pp", "harmed_pct"))
         }
         print(f"{level:13s} gain {levels[level]['gain_pp']} harmed {levels[level]['harmed_pct']}")
     doc = {
