@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -256,3 +257,56 @@ def test_question_numbers_bind_to_primitive_parameters():
         gold=0,
     )
     assert spec_values(spec, q0) is None  # no numbers to bind: the measurement abstains
+
+
+def test_reading_without_reasons_reads_the_same():
+    """``explain=False`` (the fitting loops' fast path) names the same option at the same confidence."""
+    rng = np.random.default_rng(7)
+    opts = ("The trend is upward", "The trend is downward", "flat")
+    label = ReadingRule(
+        "label", "v", (-1.0, 1.0), ("downward", "flat", "upward"), margin=0.1, confidence=0.8
+    )
+    near = ReadingRule("nearest_number", "v", scale=10.0, offset=5.0, margin=0.05)
+    ext = ReadingRule("extremum", prefix="d_", mode="min", margin=0.05, invert_words=("mirrors",))
+    tree = ReadingRule(
+        "tree", tree=("v", 0.0, "flat", ("w", 0.5, "downward", "upward")), margin=0.05
+    )
+    rules = [
+        label,
+        near,
+        ext,
+        tree,
+        ReadingRule("consensus", branches=(label, tree), quorum=1.0),
+        ReadingRule(
+            "consensus", branches=(label, tree, replace(label, bins=(-0.5, 0.5))), quorum=0.6
+        ),
+        ReadingRule("branches", branches=(ext, label)),
+    ]
+    seen: set[object] = set()
+    for _ in range(400):
+        out = {
+            k: float(rng.normal()) for k in ("v", "w", "d_A", "d_B", "d_C") if rng.random() < 0.85
+        }
+        question = "Which series mirrors A?" if rng.random() < 0.5 else "Which is closest?"
+        for rule, options, cands in [
+            *((r, opts, ()) for r in rules if r.kind != "extremum"),
+            (near, ("5", "15", "-5 units"), ()),
+            (ext, ("Series A", "Series B", "Series C"), ("A", "B", "C")),
+            (rules[-1], ("Series A", "B", "upward"), ("A", "B", "C")),
+        ]:
+            full = apply_rule(rule, out, options, cands, question)
+            fast = apply_rule(rule, out, options, cands, question, explain=False)
+            assert (fast.option, fast.confidence) == (full.option, full.confidence), (rule, out)
+            assert full.reason and fast.reason in ("", full.reason)
+            seen.add((rule.kind, full.option is None))
+    # every rule kind was seen both answering and abstaining
+    assert {k for k, _ in seen} == {
+        "label",
+        "nearest_number",
+        "extremum",
+        "tree",
+        "consensus",
+        "branches",
+    }
+    assert {(k, True) for k in ("label", "nearest_number", "extremum", "tree")} <= seen
+    assert {(k, False) for k in ("label", "nearest_number", "extremum", "tree")} <= seen

@@ -6,6 +6,7 @@ rule lives in the tool's guidance. A rule either proposes one option with a conf
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -35,13 +36,25 @@ class Reading:
     reason: str
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def norm_label(s: str) -> str:
     """Normalized option text used as a class label (lower-case word tokens, single-spaced)."""
     return " ".join(_TOK.findall(s.lower()))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _tokens(s: str) -> tuple[str, ...]:
+    """Lower-case word tokens of an option or a question (cached: rules read the same texts often)."""
+    return tuple(_TOK.findall(s.lower()))
+
+
 def match_label(label: str, options: Sequence[str]) -> int | None:
     """Index of the option matching a class label: exact (normalized) first, then unique token containment."""
+    return _match_label(label, tuple(options))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _match_label(label: str, options: tuple[str, ...]) -> int | None:
     lab = norm_label(label)
     if not lab:
         return None
@@ -70,6 +83,8 @@ def apply_rule(
     options: Sequence[str],
     candidates: Sequence[str] = (),
     question: str = "",
+    *,
+    explain: bool = True,
 ) -> Reading:
     """Read a tool's outputs with a rule.
 
@@ -79,6 +94,8 @@ def apply_rule(
         options: The question's option texts.
         candidates: The question's candidate series names (for ``extremum``).
         question: The question text (an ``extremum`` rule's ``invert_words`` are looked up in it).
+        explain: Write the reading's ``reason``; off, it is left empty (the option and the
+            confidence are the same): fitting a rule reads millions of rows and needs neither.
 
     Returns:
         A :class:`Reading`; ``option`` is ``None`` when the rule abstains.
@@ -89,19 +106,19 @@ def apply_rule(
         last = Reading(None, 0.0, "no branch's outputs are present")
         for sub in rule.branches:
             if sub.applies(outputs, candidates):
-                last = apply_rule(sub, outputs, options, candidates, question)
+                last = apply_rule(sub, outputs, options, candidates, question, explain=explain)
                 if last.option is not None:
                     return last
         return last
     if rule.kind == "consensus":
-        return _read_consensus(rule, outputs, options, candidates, question)
+        return _read_consensus(rule, outputs, options, candidates, question, explain)
     if rule.kind == "label":
-        return _read_label(rule, outputs, options)
+        return _read_label(rule, outputs, options, explain)
     if rule.kind == "nearest_number":
-        return _read_nearest(rule, outputs, options)
+        return _read_nearest(rule, outputs, options, explain)
     if rule.kind == "tree":
-        return _read_tree(rule, outputs, options)
-    return _read_extremum(rule, outputs, options, candidates, question)
+        return _read_tree(rule, outputs, options, explain)
+    return _read_extremum(rule, outputs, options, candidates, question, explain)
 
 
 def _read_consensus(
@@ -110,14 +127,19 @@ def _read_consensus(
     options: Sequence[str],
     candidates: Sequence[str],
     question: str,
+    explain: bool = True,
 ) -> Reading:
-    reads = [apply_rule(r, outputs, options, candidates, question) for r in rule.branches]
+    reads = [
+        apply_rule(r, outputs, options, candidates, question, explain=explain)
+        for r in rule.branches
+    ]
     named = [r.option for r in reads if r.option is not None]
     top = max(set(named), key=lambda o: (named.count(o), -o), default=None)
     if top is not None and named.count(top) >= rule.quorum * len(reads) - 1e-9:
-        return Reading(
-            top, rule.confidence, " and ".join(r.reason for r in reads if r.option == top)
-        )
+        why = " and ".join(r.reason for r in reads if r.option == top) if explain else ""
+        return Reading(top, rule.confidence, why)
+    if not explain:
+        return Reading(None, 0.0, "")
     if len(named) < len(reads) and rule.quorum == 1.0:
         return Reading(
             None, 0.0, "no consensus: " + next(r.reason for r in reads if r.option is None)
@@ -127,47 +149,55 @@ def _read_consensus(
 
 def inverts(rule: ReadingRule, question: str) -> bool:
     """Whether the question names one of the rule's ``invert_words`` (flipping its extremum)."""
-    return bool(rule.invert_words) and not set(rule.invert_words).isdisjoint(
-        _TOK.findall(question.lower())
-    )
+    return bool(rule.invert_words) and not set(rule.invert_words).isdisjoint(_tokens(question))
 
 
-def _read_label(rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence[str]) -> Reading:
+def _read_label(
+    rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence[str], explain: bool = True
+) -> Reading:
     v = _num(outputs, rule.key)
     if v is None:
-        return Reading(None, 0.0, f"output {rule.key!r} missing")
+        return Reading(None, 0.0, f"output {rule.key!r} missing" if explain else "")
     if any(abs(v - b) < rule.margin for b in rule.bins):
-        return Reading(None, 0.0, f"{rule.key}={v:.4g} inside the abstain band")
+        return Reading(None, 0.0, f"{rule.key}={v:.4g} inside the abstain band" if explain else "")
     idx = sum(v >= b for b in rule.bins)
     label = rule.labels[idx]
     opt = match_label(label, options)
     if opt is None:
-        return Reading(None, 0.0, f"{rule.key}={v:.4g} -> '{label}', which no option names")
-    return Reading(opt, rule.confidence, f"{rule.key}={v:.4g} -> '{label}'")
+        why = f"{rule.key}={v:.4g} -> '{label}', which no option names"
+        return Reading(None, 0.0, why if explain else "")
+    return Reading(opt, rule.confidence, f"{rule.key}={v:.4g} -> '{label}'" if explain else "")
 
 
-def _read_tree(rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence[str]) -> Reading:
+def _read_tree(
+    rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence[str], explain: bool = True
+) -> Reading:
     node: Any = rule.tree
     path = []
     while not isinstance(node, str):
         key, cut, low, high = node
         v = _num(outputs, key)
         if v is None:
-            return Reading(None, 0.0, f"output {key!r} missing")
+            return Reading(None, 0.0, f"output {key!r} missing" if explain else "")
         if abs(v - cut) < rule.margin:
-            return Reading(None, 0.0, f"{key}={v:.4g} inside the abstain band of {cut:.4g}")
-        path.append(f"{key}={v:.4g}")
+            why = f"{key}={v:.4g} inside the abstain band of {cut:.4g}"
+            return Reading(None, 0.0, why if explain else "")
+        if explain:
+            path.append(f"{key}={v:.4g}")
         node = low if v < cut else high
     opt = match_label(node, options)
     if opt is None:
-        return Reading(None, 0.0, f"{', '.join(path)} -> '{node}', which no option names")
-    return Reading(opt, rule.confidence, f"{', '.join(path)} -> '{node}'")
+        why = f"{', '.join(path)} -> '{node}', which no option names"
+        return Reading(None, 0.0, why if explain else "")
+    return Reading(opt, rule.confidence, f"{', '.join(path)} -> '{node}'" if explain else "")
 
 
-def _read_nearest(rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence[str]) -> Reading:
+def _read_nearest(
+    rule: ReadingRule, outputs: Mapping[str, Any], options: Sequence[str], explain: bool = True
+) -> Reading:
     x = _num(outputs, rule.key)
     if x is None:
-        return Reading(None, 0.0, f"output {rule.key!r} missing")
+        return Reading(None, 0.0, f"output {rule.key!r} missing" if explain else "")
     target = rule.scale * x + rule.offset
     nums = [(i, option_number(o)) for i, o in enumerate(options)]
     scored = sorted((abs(n - target), i) for i, n in nums if n is not None)
@@ -176,8 +206,10 @@ def _read_nearest(rule: ReadingRule, outputs: Mapping[str, Any], options: Sequen
     if len(scored) > 1:
         d1, d2 = scored[0][0], scored[1][0]
         if (d2 - d1) / (d1 + d2 + 1e-12) < rule.margin:
-            return Reading(None, 0.0, f"target {target:.4g} is ambiguous between two options")
-    return Reading(scored[0][1], rule.confidence, f"{rule.key}={x:.4g} -> target {target:.4g}")
+            why = f"target {target:.4g} is ambiguous between two options"
+            return Reading(None, 0.0, why if explain else "")
+    why = f"{rule.key}={x:.4g} -> target {target:.4g}"
+    return Reading(scored[0][1], rule.confidence, why if explain else "")
 
 
 def _read_extremum(
@@ -186,6 +218,7 @@ def _read_extremum(
     options: Sequence[str],
     candidates: Sequence[str],
     question: str = "",
+    explain: bool = True,
 ) -> Reading:
     scores = {}
     for c in candidates:
@@ -203,9 +236,8 @@ def _read_extremum(
     if spread <= 0 or abs(b1 - b2) / spread < rule.margin:
         return Reading(None, 0.0, "best candidates are too close")
     want = best.lower()
-    hits = [i for i, o in enumerate(options) if want in _TOK.findall(o.lower())]
+    hits = [i for i, o in enumerate(options) if want in _tokens(o)]
     if len(hits) != 1:
-        return Reading(None, 0.0, f"no single option names candidate {best!r}")
-    return Reading(
-        hits[0], rule.confidence, f"{mode} {rule.prefix}* at candidate {best} ({b1:.4g})"
-    )
+        return Reading(None, 0.0, f"no single option names candidate {best!r}" if explain else "")
+    why = f"{mode} {rule.prefix}* at candidate {best} ({b1:.4g})"
+    return Reading(hits[0], rule.confidence, why if explain else "")

@@ -220,7 +220,12 @@ def _accuracy(ranker: _Ranker, best: Any, ex: Sequence[Example]) -> float:
     for e in ex:
         q = e.question
         rd = apply_rule(
-            best.rule, ranker.cache.get(best.spec, q), q.options, q.candidates, q.question
+            best.rule,
+            ranker.cache.get(best.spec, q),
+            q.options,
+            q.candidates,
+            q.question,
+            explain=False,
         )
         hits += int(rd.option is not None and rd.option == e.gold)
     return hits / len(ex)

@@ -14,12 +14,11 @@ from dataclasses import replace as _replace
 
 import numpy as np
 
-from tsevo.library.reading import apply_rule
 from tsevo.library.tool import Scope, Tool, question_tokens
 
 from ..protocols import ContractCard, Dossier, Example
 from .antiscope import HarmCounts, anti_matcher, anti_tasks, clearly_harmful_on_train, harm_counts
-from .rules import Row, cross_validate, fit_rule, tune_margin
+from .rules import Row, cross_validate, fit_rule, read_option, tune_margin
 
 __all__ = ["coded_prior", "lifecycle_card"]
 
@@ -102,10 +101,7 @@ def lifecycle_card(dossier: Dossier, min_gain: float = 0.15) -> ContractCard | N
     if len(rows) < 6:
         return None
 
-    right = [
-        apply_rule(rule, r.values, r.options, r.candidates, r.question).option == r.gold
-        for r in rows
-    ]
+    right = [read_option(rule, r) == r.gold for r in rows]
     acc = float(np.mean(right))
     key = rule.prefix[:-1] if rule.kind == "extremum" else rule.key
     try:

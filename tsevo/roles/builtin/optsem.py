@@ -32,13 +32,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from tsevo.library.primitives import CATALOG
-from tsevo.library.reading import apply_rule, norm_label
+from tsevo.library.reading import norm_label
 from tsevo.library.tool import ReadingRule
 
 from ..protocols import Example
 from .concepts import relevance
 from .measure import RankedMeasurement, SpecCache
-from .rules import Row, separation, train_accuracy
+from .rules import Row, read_option, separation, train_accuracy
 from .specs import enumerate_specs, modes_for, rows_kind
 
 __all__ = [
@@ -248,8 +248,7 @@ def _loo(meaning: tuple[str, tuple[str, ...]], rows: Sequence[Row], key: str) ->
     for i, r in enumerate(rows):
         rule = semantic_rule(meaning, [*rows[:i], *rows[i + 1 :]], key)
         if rule is not None:
-            rd = apply_rule(rule, r.values, r.options, r.candidates, r.question)
-            hits += int(rd.option == r.gold)
+            hits += int(read_option(rule, r) == r.gold)
     return hits / len(rows)
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "cross_validate",
     "fit_rule",
     "net_gain",
+    "read_option",
     "separation",
     "train_accuracy",
     "tune_margin",
@@ -62,14 +63,15 @@ class Row:
     question: str = ""
 
 
+def read_option(rule: ReadingRule, r: Row) -> int | None:
+    """The option ``rule`` reads on a fit row (``None``: it abstains); no reason is written."""
+    return apply_rule(rule, r.values, r.options, r.candidates, r.question, explain=False).option
+
+
 def _acc(rule: ReadingRule, rows: Sequence[Row]) -> float:
     if not rows:
         return 0.0
-    hits = 0
-    for r in rows:
-        rd = apply_rule(rule, r.values, r.options, r.candidates, r.question)
-        hits += int(rd.option == r.gold)
-    return hits / len(rows)
+    return sum(read_option(rule, r) == r.gold for r in rows) / len(rows)
 
 
 def _fit_label(rows: Sequence[Row], key: str, min_points: int = 4) -> ReadingRule | None:
@@ -224,31 +226,24 @@ def _fit_nearest(rows: Sequence[Row], key: str, min_points: int = 3) -> ReadingR
 
 
 def _fit_extremum(rows: Sequence[Row], key: str) -> ReadingRule | None:
+    plain = {
+        mode: ReadingRule("extremum", prefix=f"{key}_", mode=mode, margin=0.02)
+        for mode in ("min", "max")
+    }
+    # per row, whether each mode reads it right (no invert words: the question is not read)
+    hit = {
+        mode: np.asarray([read_option(rule, r) == r.gold for r in rows], dtype=bool)
+        for mode, rule in plain.items()
+    }
     best: ReadingRule | None = None
     best_acc = -1.0
-    for mode in ("min", "max"):
-        rule = ReadingRule("extremum", prefix=f"{key}_", mode=mode, margin=0.02)
-        acc = _acc(rule, rows)
+    for mode, rule in plain.items():
+        acc = float(hit[mode].mean()) if rows else 0.0
         if acc > best_acc + 1e-12:
             best, best_acc = rule, acc
     if best is None or best_acc >= 1.0 or len(rows) < 8:
         return best
     # one question word may flip the extremum (e.g. "mirrors": the least correlated candidate)
-    hit = {
-        mode: np.asarray(
-            [
-                apply_rule(
-                    ReadingRule("extremum", prefix=f"{key}_", mode=mode, margin=0.02),
-                    r.values,
-                    r.options,
-                    r.candidates,
-                ).option
-                == r.gold
-                for r in rows
-            ]
-        )
-        for mode in ("min", "max")
-    }
     toks = [set(_TOK.findall(r.question.lower())) for r in rows]
     n = len(rows)
     df: dict[str, int] = {}
@@ -319,10 +314,7 @@ def cross_validate(
         rule = fit_rule(kind, train, key, few=few)
         if rule is None:
             continue
-        hits += sum(
-            int(apply_rule(rule, r.values, r.options, r.candidates, r.question).option == r.gold)
-            for r in test
-        )
+        hits += sum(read_option(rule, r) == r.gold for r in test)
     return hits / scored if scored else 0.0
 
 
@@ -375,7 +367,7 @@ def net_gain(rule: ReadingRule, rows: Sequence[Row], harm_weight: float = HARM_W
     for r in rows:
         if r.current is None:
             continue
-        opt = apply_rule(rule, r.values, r.options, r.candidates, r.question).option
+        opt = read_option(rule, r)
         if opt is None or opt == r.current:
             continue
         if opt == r.gold:
