@@ -24,7 +24,12 @@ the kind. The measurements whose leave-one-out accuracy equals the best are its 
   ``most_variants`` (the primitive with the most tied variants), ``most_central`` (the tie that
   agrees most with the others on the kind's eval questions, read without their labels),
   ``most_central_train`` (the same on about 60 train series of the seed, every kind's, read as if
-  asked the kind's question: inputs a planner has), and
+  asked the kind's question: inputs a planner has), ``most_stable`` (the tie that reads the
+  kind's own train rows right most often when each row's series get small added noise, three
+  copies each at ``NOISE`` times the series' noise level estimated from first differences: a
+  reading that holds under a perturbation the answer does not depend on, from train inputs
+  alone), ``stable_quorum`` (the shipped branch's vote, its peers drawn first from the most
+  stable ties), and
   ``best_on_eval``
   (the tie that reads the eval questions best: chosen on the eval labels, so an optimistic bound
   on what any tie-break could reach, inflated by picking among many on a few dozen questions), and
@@ -40,6 +45,8 @@ them (the right measurement does not read the few rows best).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import pickle
 import statistics
@@ -61,12 +68,14 @@ from tests.bench.mixed_ceiling import (
     _ms,
     measure_seed,
 )
+from tsevo.data import QuestionView
 from tsevo.data.synthetic import make_suite
 from tsevo.fileio import atomic_write_text
 from tsevo.library.reading import apply_rule
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.kindplan import KindPlanSettings
 from tsevo.roles.builtin.kinds import KindIndex
+from tsevo.roles.builtin.measure import spec_values
 from tsevo.roles.builtin.planner import MeasurementPlanner
 
 LEVELS = (
@@ -78,9 +87,15 @@ LEVELS = (
     "most_variants",
     "most_central",
     "most_central_train",
+    "most_stable",
+    "stable_quorum",
     "best_on_eval",
     "best_cross_eval",
 )
+#: Added noise, in units of a series' noise level (robust sd of first differences / sqrt 2).
+NOISE = 0.5
+#: Noisy copies of each train row.
+COPIES = 3
 #: Filled before a pool forks: its workers inherit it, nothing is pickled.
 _STATE: dict[str, Any] = {}
 
@@ -160,6 +175,9 @@ def one_seed(seed: int) -> dict[str, Any]:
         if served and evk:
             preds = _readings(ties, evk)
             peers = preds[: settings.peers + 1]
+            stab = _stability(ties, ex, f"{seed}:{kind}")
+            steady = sorted(range(len(ties)), key=lambda i: (-stab[i], i))
+            steady_peers = [preds[i] for i in steady[: settings.peers + 1]]
             scores = [_score(p, evk) for p in preds]
             levels: dict[str, tuple[float, float]] = {
                 "first": _score(preds[0], evk),
@@ -174,6 +192,10 @@ def one_seed(seed: int) -> dict[str, Any]:
                 "most_central": _score(preds[_argmax(_centrality(preds))], evk),
                 "most_central_train": _score(
                     preds[_argmax(_centrality(_on_others(ties, rows)))], evk
+                ),
+                "most_stable": _score(preds[steady[0]], evk),
+                "stable_quorum": _score(
+                    _vote(steady_peers, settings.quorum if len(steady_peers) > 1 else 1.0), evk
                 ),
                 "best_on_eval": max(scores, key=lambda gh: (gh[0], -gh[1])),
                 "best_cross_eval": _cross(preds, evk),
@@ -215,6 +237,44 @@ def _on_others(ties: Sequence[Any], kind_rows: Sequence[dict[str, Any]]) -> list
     rows = _STATE["train"][first["seed"]]
     others = rows[:: max(1, len(rows) // 60)]  # about 60 series: enough to tell readings apart
     return _readings(ties, others, asked=first)
+
+
+def _noisy(view: QuestionView, rng: np.random.Generator) -> QuestionView:
+    """A copy of ``view`` whose series carry added noise at ``NOISE`` times their noise level."""
+    series = {}
+    for name, y in view.series.items():
+        x = np.asarray(y, dtype=float)
+        d = np.diff(x)
+        level = (
+            1.4826 * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(2) if d.size > 2 else 0
+        )
+        if not level > 0:
+            level = 0.01 * (float(np.std(x)) or 1.0)
+        series[name] = x + NOISE * level * rng.standard_normal(x.size)
+    fp = f"{view.fingerprint}~{rng.integers(1 << 62)}"
+    return dataclasses.replace(view, series=series, fingerprint=fp)
+
+
+def _stability(ties: Sequence[Any], ex: Sequence[Any], tag: str) -> list[float]:
+    """Per tie, the share of noisy copies of the kind's train rows its rule reads right.
+
+    Legitimate at planning time: the rows are train rows, their copies new inputs with the same
+    answer (the noise is small against the series' own), and no eval question is read.
+    """
+    rng = np.random.default_rng(int(hashlib.sha256(tag.encode()).hexdigest()[:12], 16))
+    copies = [(e, _noisy(e.question, rng)) for e in ex for _ in range(COPIES)]
+    values: dict[tuple[Any, str], Any] = {}
+    out = []
+    for t in ties:
+        hits = 0
+        for e, v in copies:
+            key = (t.spec, v.fingerprint)
+            if key not in values:
+                values[key] = spec_values(t.spec, v)
+            rd = apply_rule(t.rule, values[key], v.options, v.candidates, v.question, explain=False)
+            hits += rd.option == e.gold
+        out.append(hits / len(copies))
+    return out
 
 
 def _readings(
