@@ -75,7 +75,7 @@ from tsevo.library.reading import apply_rule
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.kindplan import KindPlanSettings
 from tsevo.roles.builtin.kinds import KindIndex
-from tsevo.roles.builtin.measure import spec_values
+from tsevo.roles.builtin.measure import SpecCache
 from tsevo.roles.builtin.planner import MeasurementPlanner
 
 LEVELS = (
@@ -263,15 +263,14 @@ def _stability(ties: Sequence[Any], ex: Sequence[Any], tag: str) -> list[float]:
     """
     rng = np.random.default_rng(int(hashlib.sha256(tag.encode()).hexdigest()[:12], 16))
     copies = [(e, _noisy(e.question, rng)) for e in ex for _ in range(COPIES)]
-    values: dict[tuple[Any, str], Any] = {}
+    values = SpecCache()  # ties share measurements (one spec, several output keys)
     out = []
     for t in ties:
         hits = 0
         for e, v in copies:
-            key = (t.spec, v.fingerprint)
-            if key not in values:
-                values[key] = spec_values(t.spec, v)
-            rd = apply_rule(t.rule, values[key], v.options, v.candidates, v.question, explain=False)
+            rd = apply_rule(
+                t.rule, values.get(t.spec, v), v.options, v.candidates, v.question, explain=False
+            )
             hits += rd.option == e.gold
         out.append(hits / len(copies))
     return out

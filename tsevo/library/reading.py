@@ -164,8 +164,8 @@ def _read_label(
     label = rule.labels[idx]
     opt = match_label(label, options)
     if opt is None:
-        why = f"{rule.key}={v:.4g} -> '{label}', which no option names"
-        return Reading(None, 0.0, why if explain else "")
+        why = f"{rule.key}={v:.4g} -> '{label}', which no option names" if explain else ""
+        return Reading(None, 0.0, why)
     return Reading(opt, rule.confidence, f"{rule.key}={v:.4g} -> '{label}'" if explain else "")
 
 
@@ -180,15 +180,15 @@ def _read_tree(
         if v is None:
             return Reading(None, 0.0, f"output {key!r} missing" if explain else "")
         if abs(v - cut) < rule.margin:
-            why = f"{key}={v:.4g} inside the abstain band of {cut:.4g}"
-            return Reading(None, 0.0, why if explain else "")
+            why = f"{key}={v:.4g} inside the abstain band of {cut:.4g}" if explain else ""
+            return Reading(None, 0.0, why)
         if explain:
             path.append(f"{key}={v:.4g}")
         node = low if v < cut else high
     opt = match_label(node, options)
     if opt is None:
-        why = f"{', '.join(path)} -> '{node}', which no option names"
-        return Reading(None, 0.0, why if explain else "")
+        why = f"{', '.join(path)} -> '{node}', which no option names" if explain else ""
+        return Reading(None, 0.0, why)
     return Reading(opt, rule.confidence, f"{', '.join(path)} -> '{node}'" if explain else "")
 
 
@@ -206,10 +206,10 @@ def _read_nearest(
     if len(scored) > 1:
         d1, d2 = scored[0][0], scored[1][0]
         if (d2 - d1) / (d1 + d2 + 1e-12) < rule.margin:
-            why = f"target {target:.4g} is ambiguous between two options"
-            return Reading(None, 0.0, why if explain else "")
-    why = f"{rule.key}={x:.4g} -> target {target:.4g}"
-    return Reading(scored[0][1], rule.confidence, why if explain else "")
+            why = f"target {target:.4g} is ambiguous between two options" if explain else ""
+            return Reading(None, 0.0, why)
+    why = f"{rule.key}={x:.4g} -> target {target:.4g}" if explain else ""
+    return Reading(scored[0][1], rule.confidence, why)
 
 
 def _read_extremum(
@@ -239,5 +239,5 @@ def _read_extremum(
     hits = [i for i, o in enumerate(options) if want in _tokens(o)]
     if len(hits) != 1:
         return Reading(None, 0.0, f"no single option names candidate {best!r}" if explain else "")
-    why = f"{mode} {rule.prefix}* at candidate {best} ({b1:.4g})"
-    return Reading(hits[0], rule.confidence, why if explain else "")
+    why = f"{mode} {rule.prefix}* at candidate {best} ({b1:.4g})" if explain else ""
+    return Reading(hits[0], rule.confidence, why)
