@@ -280,6 +280,12 @@ def test_reading_without_reasons_reads_the_same():
         ReadingRule(
             "consensus", branches=(label, tree, replace(label, bins=(-0.5, 0.5))), quorum=0.6
         ),
+        ReadingRule(
+            "consensus",
+            branches=(label, tree, replace(label, bins=(-0.5, 0.5))),
+            quorum=0.7,
+            weights=(1.0, 0.25, 0.5),
+        ),
         ReadingRule("branches", branches=(ext, label)),
     ]
     seen: set[object] = set()

@@ -45,7 +45,6 @@ them (the right measurement does not read the few rows best).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import pickle
@@ -68,7 +67,6 @@ from tests.bench.mixed_ceiling import (
     _ms,
     measure_seed,
 )
-from tsevo.data import QuestionView
 from tsevo.data.synthetic import make_suite
 from tsevo.fileio import atomic_write_text
 from tsevo.library.reading import apply_rule
@@ -77,6 +75,7 @@ from tsevo.roles.builtin.kindplan import KindPlanSettings
 from tsevo.roles.builtin.kinds import KindIndex
 from tsevo.roles.builtin.measure import SpecCache
 from tsevo.roles.builtin.planner import MeasurementPlanner
+from tsevo.roles.builtin.stability import noisy_copy
 
 LEVELS = (
     "first",
@@ -239,22 +238,6 @@ def _on_others(ties: Sequence[Any], kind_rows: Sequence[dict[str, Any]]) -> list
     return _readings(ties, others, asked=first)
 
 
-def _noisy(view: QuestionView, rng: np.random.Generator) -> QuestionView:
-    """A copy of ``view`` whose series carry added noise at ``NOISE`` times their noise level."""
-    series = {}
-    for name, y in view.series.items():
-        x = np.asarray(y, dtype=float)
-        d = np.diff(x)
-        level = (
-            1.4826 * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(2) if d.size > 2 else 0
-        )
-        if not level > 0:
-            level = 0.01 * (float(np.std(x)) or 1.0)
-        series[name] = x + NOISE * level * rng.standard_normal(x.size)
-    fp = f"{view.fingerprint}~{rng.integers(1 << 62)}"
-    return dataclasses.replace(view, series=series, fingerprint=fp)
-
-
 def _stability(ties: Sequence[Any], ex: Sequence[Any], tag: str) -> list[float]:
     """Per tie, the share of noisy copies of the kind's train rows its rule reads right.
 
@@ -262,7 +245,7 @@ def _stability(ties: Sequence[Any], ex: Sequence[Any], tag: str) -> list[float]:
     answer (the noise is small against the series' own), and no eval question is read.
     """
     rng = np.random.default_rng(int(hashlib.sha256(tag.encode()).hexdigest()[:12], 16))
-    copies = [(e, _noisy(e.question, rng)) for e in ex for _ in range(COPIES)]
+    copies = [(e, noisy_copy(e.question, rng, NOISE)) for e in ex for _ in range(COPIES)]
     values = SpecCache()  # ties share measurements (one spec, several output keys)
     out = []
     for t in ties:

@@ -18,6 +18,7 @@ round reads them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import statistics
@@ -105,10 +106,36 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
-def _roles(kinds: str) -> RoleSet:
-    if kinds == "default":
+def kind_settings(pairs: dict[str, str]) -> KindPlanSettings:
+    """``KindPlanSettings`` with ``pairs`` (field name -> text) over its defaults, typed as they are.
+
+    Raises:
+        ValueError: On a name that is no field, or a value of the wrong type, naming it.
+    """
+    base = KindPlanSettings()
+    kw: dict[str, Any] = {}
+    for key, text in pairs.items():
+        if key not in {f.name for f in dataclasses.fields(base)}:
+            raise ValueError(f"no planner setting {key!r}")
+        old = getattr(base, key)
+        try:
+            if isinstance(old, bool):
+                if text.lower() not in ("true", "false"):
+                    raise ValueError(text)
+                kw[key] = text.lower() == "true"
+            else:
+                kw[key] = type(old)(text)
+        except ValueError:
+            raise ValueError(
+                f"planner setting {key}: {text!r} is no {type(old).__name__}"
+            ) from None
+    return dataclasses.replace(base, **kw)
+
+
+def _roles(kinds: str, pairs: dict[str, str] | None = None) -> RoleSet:
+    if kinds == "default" and not pairs:
         return RoleSet.builtin()
-    settings = KindPlanSettings() if kinds == "on" else None
+    settings = kind_settings(pairs or {}) if kinds != "off" else None
     return RoleSet.builtin(local_planner=MeasurementPlanner(kinds=settings))
 
 
@@ -132,6 +159,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a protocol knob on top of the defaults, e.g. support.planner_requests=true",
     )
     ap.add_argument(
+        "--kind-set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a composite planning setting (KindPlanSettings field), e.g. stability_copies=0",
+    )
+    ap.add_argument(
         "--reuse",
         action="store_true",
         help="summarize seeds whose run folder (beside --out) already holds a finished run",
@@ -140,10 +174,19 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     runs = out.with_suffix("")
     params = settings_from_pairs(args.set)
+    kind_pairs = settings_from_pairs(args.kind_set)
+    if kind_pairs and args.kinds == "off":
+        ap.error("--kind-set needs composite planning (--kinds default or on)")
+    kind_settings(kind_pairs)  # a bad setting stops before any round
     rows = []
     for s in (int(x) for x in args.seeds.split(",")):
         r = one_seed(
-            args.preset, s, runs / str(s), _roles(args.kinds), reuse=args.reuse, params=params
+            args.preset,
+            s,
+            runs / str(s),
+            _roles(args.kinds, kind_pairs),
+            reuse=args.reuse,
+            params=params,
         )
         rows.append(r)
         print(
@@ -160,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         "label": args.label,
         "kinds": args.kinds,
         "params": params,
+        **({"kind_settings": kind_pairs} if kind_pairs else {}),
         "reused": bool(args.reuse),
         "commit": commit,
         "seeds": [r["seed"] for r in rows],

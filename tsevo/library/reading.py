@@ -134,8 +134,13 @@ def _read_consensus(
         for r in rule.branches
     ]
     named = [r.option for r in reads if r.option is not None]
-    top = max(set(named), key=lambda o: (named.count(o), -o), default=None)
-    if top is not None and named.count(top) >= rule.quorum * len(reads) - 1e-9:
+    weights = rule.weights or (1.0,) * len(reads)
+    tally: dict[int, float] = {}
+    for r, w in zip(reads, weights, strict=True):
+        if r.option is not None:
+            tally[r.option] = tally.get(r.option, 0.0) + w
+    top = max(tally, key=lambda o: (tally[o], named.count(o), -o), default=None)
+    if top is not None and tally[top] >= rule.quorum * sum(weights) - 1e-9:
         why = " and ".join(r.reason for r in reads if r.option == top) if explain else ""
         return Reading(top, rule.confidence, why)
     if not explain:

@@ -128,7 +128,9 @@ class ReadingRule:
         sub-rule whose outputs are present and that names an option decides.
         ``consensus``: at least two rules (in ``branches``), each on its own measurement of one
         question: the option at least ``quorum`` of them name (all of them by default); no
-        decision otherwise (an abstaining rule names no option).
+        decision otherwise (an abstaining rule names no option). With ``weights``, the share is
+        of their total weight (ties between options go to the one more rules name, then the
+        first option).
 
     Attributes:
         kind: ``label`` | ``nearest_number`` | ``extremum`` | ``tree`` | ``branches`` |
@@ -148,6 +150,7 @@ class ReadingRule:
             agreeing rules (``consensus``; none of them a ``branches`` or ``consensus`` rule).
         quorum: Least share of a ``consensus`` rule's rules that must name its option, in
             (0.5, 1] (1: all of them).
+        weights: One vote weight >= 0 per rule of a ``consensus`` rule (empty: one each).
     """
 
     kind: RuleKind
@@ -164,6 +167,7 @@ class ReadingRule:
     tree: tuple[Any, ...] = ()
     branches: tuple[ReadingRule, ...] = ()
     quorum: float = 1.0
+    weights: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in RULE_KINDS:
@@ -186,6 +190,13 @@ class ReadingRule:
             raise ValueError("a consensus rule reads at least two non-consensus rules")
         if not 0.5 < self.quorum <= 1.0 or (self.quorum != 1.0 and self.kind != "consensus"):
             raise ValueError("only a consensus rule has a quorum, a share in (0.5, 1]")
+        if self.weights and (
+            self.kind != "consensus"
+            or len(self.weights) != len(self.branches)
+            or not all(math.isfinite(w) and w >= 0 for w in self.weights)
+            or sum(self.weights) <= 0
+        ):
+            raise ValueError("weights: one finite weight >= 0 per rule of a consensus rule")
         if self.kind == "label" and len(self.labels) != len(self.bins) + 1:
             raise ValueError("a label rule needs exactly one more label than bins")
         if self.kind == "label" and list(self.bins) != sorted(self.bins):
@@ -237,6 +248,9 @@ class ReadingRule:
             del d["invert_words"]  # rules without it serialize as before
         if self.quorum == 1.0:
             del d["quorum"]  # likewise
+        d["weights"] = list(self.weights)
+        if not self.weights:
+            del d["weights"]
         if self.tree:
             d["tree"] = tree_json(self.tree)
         if self.branches:
@@ -251,6 +265,7 @@ class ReadingRule:
         kw["bins"] = tuple(float(x) for x in kw.get("bins", ()))
         kw["labels"] = tuple(kw.get("labels", ()))
         kw["invert_words"] = tuple(kw.get("invert_words", ()))
+        kw["weights"] = tuple(float(w) for w in kw.get("weights", ()))
         kw["tree"] = tree_tuple(kw["tree"]) if kw.get("tree") else ()
         kw["branches"] = tuple(cls.from_dict(b) for b in kw.get("branches", ()))
         return cls(**kw)
@@ -270,6 +285,11 @@ class ReadingRule:
             return f"two-feature rule: {tree_text(self.tree)}; choose the option naming the class"
         if self.kind == "consensus":
             who = "all" if self.quorum == 1.0 else f"at least {self.quorum:.0%}"
+            if self.weights:
+                return f"the option {who} of these name by weight, none otherwise: " + " | ".join(
+                    f"{b.describe()} (weight {w:.2f})"
+                    for b, w in zip(self.branches, self.weights, strict=True)
+                )
             return f"the option {who} of these name, none otherwise: " + " | ".join(
                 b.describe() for b in self.branches
             )

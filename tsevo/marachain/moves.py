@@ -235,7 +235,9 @@ def spec_moves(
             key=lambda c: (-c.cv, -c.train, own and c.key != b.keys[0], c.spec.describe(c.key))
         )
         for c in cands:
-            nb = replace(b, spec=c.spec, keys=(c.key,), rule=c.rule, peers=(), quorum=1.0)
+            nb = replace(
+                b, spec=c.spec, keys=(c.key,), rule=c.rule, peers=(), quorum=1.0, weights=()
+            )
             branches = (*g.branches[:i], nb, *g.branches[i + 1 :])
             what = f"b{i + 1}: " if g.composite else ""
             yield (

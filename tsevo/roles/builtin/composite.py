@@ -91,6 +91,8 @@ class Branch:
             option (a ``consensus`` rule). Empty: the branch's own rule alone.
         quorum: Least share of its measurements (its own and its peers') that must agree, in
             (0.5, 1] (1: all of them).
+        weights: Vote weight of each measurement (its own first, then its peers'); the quorum is
+            then a share of their total. Empty: one each. Dropped with peers.
     """
 
     kinds: tuple[str, ...]
@@ -102,6 +104,7 @@ class Branch:
     stats: Mapping[str, Any] = field(default_factory=dict)
     peers: tuple[Peer, ...] = ()
     quorum: float = 1.0
+    weights: tuple[float, ...] = ()
 
     def describe(self) -> str:
         """The measurement it reads, e.g. ``trend.slope_sigma[window2]`` (peers after ``~``)."""
@@ -123,6 +126,7 @@ class Branch:
             "stats": dict(self.stats),
             **({"peers": [p.to_dict() for p in self.peers]} if self.peers else {}),
             **({"quorum": self.quorum} if self.quorum != 1.0 else {}),
+            **({"weights": list(self.weights)} if self.weights else {}),
         }
 
     @classmethod
@@ -138,6 +142,7 @@ class Branch:
             dict(d.get("stats") or {}),
             tuple(Peer.from_dict(p) for p in d.get("peers") or ()),
             float(d.get("quorum", 1.0)),
+            tuple(float(w) for w in d.get("weights") or ()),
         )
 
 
@@ -170,7 +175,11 @@ def _branch_sub(b: Branch, i: int) -> ReadingRule:
     if len(rules) == 1:
         return rules[0]
     return ReadingRule(
-        "consensus", branches=tuple(rules), confidence=rules[0].confidence, quorum=b.quorum
+        "consensus",
+        branches=tuple(rules),
+        confidence=rules[0].confidence,
+        quorum=b.quorum,
+        weights=b.weights if len(b.weights) == len(rules) else (),
     )
 
 
@@ -357,7 +366,7 @@ def within(
             if size(out) <= limit:
                 return out
             if len(out[i].peers) > keep:
-                out[i] = replace(out[i], peers=out[i].peers[:keep], quorum=1.0)
+                out[i] = replace(out[i], peers=out[i].peers[:keep], quorum=1.0, weights=())
     while len(out) > 1 and size(out) > limit:
         out.pop()
     return out

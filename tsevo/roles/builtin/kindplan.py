@@ -17,7 +17,8 @@ A kind is served when the best rule's cross-validated accuracy on its rows clear
 recovers at least ``min_gain`` more rows than the agent's current answers. The served kinds become
 the branches of one composite tool (:mod:`.composite`), its scope the union of their kind matchers.
 A branch carries as peers the measurements that tie with its own in the search (``peers``) and
-answers only where enough of them agree (``quorum``).
+answers only where enough of them agree (``quorum``), each vote weighted by how steadily the
+member reads noisy copies of the kind's train rows (:mod:`.stability`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .concepts import concept_stems, groups_for
 from .kinds import KindIndex, median_kind_size
 from .measure import SpecCache
 from .optsem import option_semantics, semantic_rank, yes_no
+from .stability import stability
 
 __all__ = ["KindPlanSettings", "composite_card", "plan_kinds", "support_request"]
 
@@ -99,6 +101,15 @@ class KindPlanSettings:
         pool_option_sets: A specific option set alone (labels other than Yes / No, numbers in
             one unit) makes pooling partners; off, only options that name positions or
             directions do (the stage notebooks' tiny runs were found that way).
+        stability_copies: Noisy copies of each train row a branch's rule and peers read to weight
+            their votes (0: every vote weighs one). A member's weight is the share of copies it
+            reads right (:func:`.stability.stability`) to the power ``stability_power``; the
+            quorum is then a share of the total weight. A measurement of the asked-for property
+            keeps its answers under a little noise; one that fits a handful of rows by chance
+            sits near its threshold and flips, and loses its say.
+        stability_noise: The copies' added noise, in units of each series' own noise level.
+        stability_power: Exponent on the share read right (2: a member right on 70% of copies
+            weighs half as much as one always right).
     """
 
     min_rows: int = 3
@@ -116,6 +127,9 @@ class KindPlanSettings:
     max_kind_share: float = 0.25
     few_errors: float = 3.0
     few_rows: float = 6.0
+    stability_copies: int = 3
+    stability_noise: float = 0.5
+    stability_power: float = 2.0
 
 
 def _labelled(dossier: Dossier) -> list[Example]:
@@ -358,12 +372,33 @@ def plan_kinds(
                 },
                 tuple(Peer(t.spec, (t.key,), t.rule) for t in ties),
                 settings.quorum if ties else 1.0,
+                _weights(
+                    ranker.cache,
+                    [best, *ties],
+                    pooled if source.endswith("+pooled") else ex,
+                    settings,
+                )
+                if ties
+                else (),
             )
         )
         entry["outcome"] = f"branch b{len(branches)}: {branches[-1].describe()} ({source})"
         if len(branches) >= settings.max_branches:
             break
     return branches, report
+
+
+def _weights(
+    cache: SpecCache, members: Sequence[Any], ex: Sequence[Example], settings: KindPlanSettings
+) -> tuple[float, ...]:
+    """Vote weights of a branch's members: their stability on noisy copies of ``ex``, powered."""
+    if settings.stability_copies <= 0:
+        return ()
+    shares = stability(
+        cache, members, ex, noise=settings.stability_noise, copies=settings.stability_copies
+    )
+    out = tuple(s**settings.stability_power for s in shares)
+    return out if sum(out) > 0 else ()
 
 
 _SIGNATURE = {
