@@ -1,0 +1,225 @@
+"""Where a round leaves the test errors of ``mixed``: each question the agent got wrong, by what happened to it.
+
+``python -m tests.bench.mixed_errors runs/bench/mixed-dev8.json [--out FILE]``
+
+A diagnosis for **development seeds**: it reads a round's report-only test table question by
+question, next to the generator's kind of each question (``subtask``), so run it on seeds you
+develop on, never to choose anything on seeds you report. For every seed's run folder beside a JSON
+of :mod:`tests.bench.seeds` (``--preset mixed``), each test question the agent answered wrong before
+the round falls in one class:
+
+- ``fixed``: right after the round;
+- ``replaced_wrong``: a tool replaced the answer by another wrong option;
+- ``kept``: a tool ran and its reading named the agent's (wrong) answer;
+- ``abstained``: a tool ran and its reading decided nothing (a vote short of its quorum, a value
+  in a rule's abstain band);
+- no tool took the question, and its kind was
+  ``reached_elsewhere`` (a tool ran on another test question of the kind: another phrasing), or never
+  reached because the kind's train questions were all answered right (``no_train_errors``), its train
+  errors were all held out for the prefilter (``held_out_only``), no planned branch takes its train
+  questions (``no_branch``: too few rows, no rule clears the bar, or no more rows recovered than the
+  agent's), a branch does but only in a group whose every attempt the prefilter dropped
+  (``dropped_tool``), or a branch does in a deployed tool whose scope no longer takes them
+  (``narrowed``: validation narrowed the branch away, or it was cut for the sandbox's source size),
+  or a deployed tool takes the wording of its train questions but not that of its test questions
+  (``unserved_phrasing``).
+
+Also per seed: the planner's outcome for each recovered kind (``plan_outcomes``) and the prefilter's
+for each attempt (``prefilter``). Counts, summed over seeds, and per seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tsevo.data.synthetic import make_suite
+from tsevo.library._scope import Matcher, question_tokens
+from tsevo.library.library import Library, scope_matches
+from tsevo.roles.builtin.composite import Branch
+
+CLASSES = (
+    "fixed",
+    "replaced_wrong",
+    "kept",
+    "abstained",
+    "reached_elsewhere",
+    "no_train_errors",
+    "held_out_only",
+    "no_branch",
+    "dropped_tool",
+    "narrowed",
+    "unserved_phrasing",
+)
+
+
+def _records(path: Path) -> dict[str, dict[str, Any]]:
+    return {r["qid"]: r for r in map(json.loads, path.read_text().splitlines()) if r}
+
+
+def _final_test(run: Path, after: pd.Series) -> dict[str, dict[str, Any]]:
+    """The test answers of the deployed library: the eval file whose answers are the table's."""
+    best: dict[str, dict[str, Any]] = {}
+    for f in sorted((run / "evals").glob("test.*.jsonl")):
+        recs = _records(f)
+        same = all(recs.get(q, {}).get("final_answer") == a for q, a in after.items())
+        steps = sum(bool(r["steps"]) for r in recs.values())
+        if same and steps >= sum(bool(r["steps"]) for r in best.values()):
+            best = recs
+    if not best:
+        raise ValueError(f"{run}: no test eval file matches the round's test table")
+    return best
+
+
+def _base_train(run: Path) -> dict[str, bool]:
+    """Right / wrong of the base pass on the whole train split (the largest train eval without tools)."""
+    best: dict[str, dict[str, Any]] = {}
+    for f in (run / "evals").glob("train.*.jsonl"):
+        recs = _records(f)
+        if len(recs) > len(best) and not any(r["steps"] for r in recs.values()):
+            best = recs
+    return {q: bool(r["correct"]) for q, r in best.items()}
+
+
+def _decision(rec: dict[str, Any]) -> str | None:
+    ds = {s["decision"] for s in rec["steps"]}
+    for d, name in (("replace", "replaced_wrong"), ("keep", "kept"), ("no_decision", "abstained")):
+        if d in ds:
+            return name
+    return None
+
+
+def errors_of_seed(seed: int, run: Path) -> dict[str, Any]:
+    """The classes of one seed's wrong-before test questions, and the plan and prefilter outcomes."""
+    suite = make_suite("mixed", seed=seed)
+    qs = {q.id: q for q in suite}
+    r1 = run / "rounds" / "r1"
+    test = pd.read_parquet(r1 / "test.parquet").set_index("qid")
+    final = _final_test(run, test["after_answer"])
+    train_ok = _base_train(run)
+    role = {
+        q: part
+        for b in json.loads((r1 / "splits.json").read_text())
+        for part in ("support", "held_out")
+        for q in b[part]
+    }
+    lib = Library.load(run / "library")
+    deployed = [a for a in lib.all_artifacts() if a.kind == "tool" and a.id.startswith("r1.")]
+    kept_groups = {a.id.split(".")[1] for a in deployed}
+    groups = json.loads((r1 / "groups.json").read_text())["groups"]
+    plans: list[tuple[bool, Branch]] = []
+    outcomes: Counter[str] = Counter()
+    for g in groups:
+        for card in g["cards"]:
+            plan = card.get("plan") or {}
+            plans += [
+                (g["id"] in kept_groups, Branch.from_dict(b)) for b in plan.get("branches", [])
+            ]
+            for entry in (plan.get("kinds") or {}).values():
+                o = str(entry.get("outcome", ""))
+                outcomes["branch" if o.startswith("branch") else re.sub(r"\d+", "N", o)] += 1
+    prefilter = Counter(pd.read_parquet(r1 / "prefilter.parquet")["outcome"].astype(str))
+    by_kind: dict[str, list[str]] = {}
+    for q in suite:
+        by_kind.setdefault(q.subtask, []).append(q.id)
+    reached = Counter(qs[i].subtask for i in test.index if final[i]["steps"])
+    classes: Counter[str] = Counter()
+    for qid, row in test.iterrows():
+        if bool(row["before_correct"]):
+            continue
+        q, rec = qs[str(qid)], final[str(qid)]
+        if bool(row["after_correct"]):
+            classes["fixed"] += 1
+        elif rec["steps"]:
+            classes[_decision(rec) or "abstained"] += 1
+        elif reached[q.subtask]:
+            classes["reached_elsewhere"] += 1
+        else:
+            classes[_unreached(q.subtask, by_kind, qs, train_ok, role, plans, deployed)] += 1
+    return {
+        "wrong_before": sum(classes.values()),
+        "classes": {c: classes.get(c, 0) for c in CLASSES},
+        "plan_outcomes": dict(sorted(outcomes.items())),
+        "prefilter": dict(sorted(prefilter.items())),
+    }
+
+
+def _unreached(
+    kind: str,
+    by_kind: dict[str, list[str]],
+    qs: dict[str, Any],
+    train_ok: dict[str, bool],
+    role: dict[str, str],
+    plans: list[tuple[bool, Branch]],
+    deployed: list[Any],
+) -> str:
+    train = [qs[i] for i in by_kind[kind] if i in train_ok]
+    errors = [q for q in train if not train_ok[q.id]]
+    if not errors:
+        return "no_train_errors"
+    if not any(role.get(q.id) == "support" for q in errors):
+        return "held_out_only"
+
+    def takes(b: Branch) -> bool:
+        m = Matcher(require=b.require, forbid=b.forbid)
+        return any(m.matches(question_tokens(q.question)) for q in train)
+
+    taking = [kept for kept, b in plans if takes(b)]
+    if not taking:
+        return "no_branch"
+    if not any(taking):
+        return "dropped_tool"
+    if any(scope_matches(t.scope, q) for t in deployed for q in train):
+        return "unserved_phrasing"  # a deployed tool takes its train wording, not its test wording
+    return "narrowed"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("seeds_json", help="a JSON written by tests.bench.seeds --preset mixed")
+    ap.add_argument("--out", default="", help="JSON file (default: <seeds_json>-errors.json)")
+    args = ap.parse_args(argv)
+    src = Path(args.seeds_json)
+    doc = json.loads(src.read_text())
+    if doc.get("preset") != "mixed":
+        sys.exit(f"{src}: preset {doc.get('preset')!r}, not 'mixed'")
+    if doc.get("label") != "development":
+        print(f"warning: {src} is labelled {doc.get('label')!r}: read it, do not tune on it")
+    runs = src.with_suffix("")
+    seeds = {str(s): errors_of_seed(int(s), runs / str(s)) for s in doc["seeds"]}
+    total: Counter[str] = Counter()
+    for sd in seeds.values():
+        total.update(sd["classes"])
+    plan: Counter[str] = Counter()
+    pre: Counter[str] = Counter()
+    for sd in seeds.values():
+        plan.update(sd["plan_outcomes"])
+        pre.update(sd["prefilter"])
+    result = {
+        "source": str(src),
+        "label": doc.get("label", ""),
+        "commit": doc.get("commit", ""),
+        "wrong_before": sum(sd["wrong_before"] for sd in seeds.values()),
+        "classes": {c: total.get(c, 0) for c in CLASSES},
+        "plan_outcomes": dict(sorted(plan.items())),
+        "prefilter": dict(sorted(pre.items())),
+        "seeds": seeds,
+    }
+    out = Path(args.out) if args.out else src.with_name(src.stem + "-errors.json")
+    out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    print(f"{result['wrong_before']} test questions wrong before, over {len(seeds)} seeds:")
+    for c in CLASSES:
+        print(f"  {c:18s} {result['classes'][c]}")
+    print(f"plan outcomes {result['plan_outcomes']}; prefilter {result['prefilter']} -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
