@@ -131,6 +131,14 @@ class KindPlanSettings:
     stability_noise: float = 0.5
     stability_power: float = 2.0
 
+    def __post_init__(self) -> None:
+        if self.stability_copies < 0:
+            raise ValueError(f"stability_copies: {self.stability_copies} copies, need >= 0")
+        if not 0.0 <= self.stability_noise < float("inf"):
+            raise ValueError(f"stability_noise: {self.stability_noise}, need a finite level >= 0")
+        if not 0.0 < self.stability_power < float("inf"):
+            raise ValueError(f"stability_power: {self.stability_power}, need a finite power > 0")
+
 
 def _labelled(dossier: Dossier) -> list[Example]:
     seen: set[str] = set()
