@@ -24,8 +24,10 @@ the round falls in one class:
   or a deployed tool takes the wording of its train questions but not that of its test questions
   (``unserved_phrasing``).
 
-Also per seed: the planner's outcome for each recovered kind (``plan_outcomes``) and the prefilter's
-for each attempt (``prefilter``). Counts, summed over seeds, and per seed.
+Also per seed: the planner's outcome for each recovered kind (``plan_outcomes``), the prefilter's
+for each attempt (``prefilter``), and every test question a composite branch answered (right or
+wrong before), by how many measurements the branch's vote holds (``replaced_by_members``: helped,
+harmed, or wrong to wrong). Counts, summed over seeds, and per seed.
 """
 
 from __future__ import annotations
@@ -96,6 +98,27 @@ def _decision(rec: dict[str, Any]) -> str | None:
     return None
 
 
+_BRANCH = re.compile(r": b(\d+)_")
+
+
+def _members(tool: Any, reason: str) -> str | None:
+    """How many measurements vote in the composite branch a replacement's reason names."""
+    m = _BRANCH.search(reason)
+    rule = tool.guidance.rule if tool is not None else None
+    if m is None or rule is None or rule.kind != "branches" or int(m.group(1)) > len(rule.branches):
+        return None
+    sub = rule.branches[int(m.group(1)) - 1]
+    return str(len(sub.branches) if sub.kind == "consensus" else 1)
+
+
+def _flip(row: pd.Series) -> str:
+    if bool(row["after_correct"]) and not bool(row["before_correct"]):
+        return "helped"
+    if bool(row["before_correct"]) and not bool(row["after_correct"]):
+        return "harmed"
+    return "right_to_right" if bool(row["after_correct"]) else "wrong_to_wrong"
+
+
 def errors_of_seed(seed: int, run: Path) -> dict[str, Any]:
     """The classes of one seed's wrong-before test questions, and the plan and prefilter outcomes."""
     suite = make_suite("mixed", seed=seed)
@@ -130,6 +153,14 @@ def errors_of_seed(seed: int, run: Path) -> dict[str, Any]:
     for q in suite:
         by_kind.setdefault(q.subtask, []).append(q.id)
     reached = Counter(qs[i].subtask for i in test.index if final[i]["steps"])
+    tools = {a.id: a for a in deployed}
+    members: dict[str, Counter[str]] = {}
+    for qid, row in test.iterrows():
+        for step in final[str(qid)]["steps"]:
+            if step["decision"] == "replace" and step["responsible"]:
+                n = _members(tools.get(step["responsible"][0]), step["reason"])
+                if n is not None:
+                    members.setdefault(n, Counter())[_flip(row)] += 1
     classes: Counter[str] = Counter()
     for qid, row in test.iterrows():
         if bool(row["before_correct"]):
@@ -148,6 +179,9 @@ def errors_of_seed(seed: int, run: Path) -> dict[str, Any]:
         "classes": {c: classes.get(c, 0) for c in CLASSES},
         "plan_outcomes": dict(sorted(outcomes.items())),
         "prefilter": dict(sorted(prefilter.items())),
+        "replaced_by_members": {
+            k: dict(v) for k, v in sorted(members.items(), key=lambda x: int(x[0]))
+        },
     }
 
 
@@ -199,9 +233,12 @@ def main(argv: list[str] | None = None) -> int:
         total.update(sd["classes"])
     plan: Counter[str] = Counter()
     pre: Counter[str] = Counter()
+    members: dict[str, Counter[str]] = {}
     for sd in seeds.values():
         plan.update(sd["plan_outcomes"])
         pre.update(sd["prefilter"])
+        for k, v in sd["replaced_by_members"].items():
+            members.setdefault(k, Counter()).update(v)
     result = {
         "source": str(src),
         "label": doc.get("label", ""),
@@ -210,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         "classes": {c: total.get(c, 0) for c in CLASSES},
         "plan_outcomes": dict(sorted(plan.items())),
         "prefilter": dict(sorted(pre.items())),
+        "replaced_by_members": {
+            k: dict(v) for k, v in sorted(members.items(), key=lambda x: int(x[0]))
+        },
         "seeds": seeds,
     }
     out = Path(args.out) if args.out else src.with_name(src.stem + "-errors.json")
@@ -217,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{result['wrong_before']} test questions wrong before, over {len(seeds)} seeds:")
     for c in CLASSES:
         print(f"  {c:18s} {result['classes'][c]}")
+    print(f"answered by a composite branch, by its vote's size: {result['replaced_by_members']}")
     print(f"plan outcomes {result['plan_outcomes']}; prefilter {result['prefilter']} -> {out}")
     return 0
 
