@@ -24,7 +24,9 @@ the round falls in one class:
   or a deployed tool takes the wording of its train questions but not that of its test questions
   (``unserved_phrasing``).
 
-Also per seed: the planner's outcome for each recovered kind (``plan_outcomes``), the prefilter's
+Also per seed: the planner's outcome for each recovered kind (``plan_outcomes``), the planned
+branches that repeat an earlier branch of their group exactly (``repeated_branches``: same
+measurements, rules and vote, e.g. pooled phrasings of one kind), the prefilter's
 for each attempt (``prefilter``), and every test question a composite branch answered (right or
 wrong before), by how many measurements the branch's vote holds (``replaced_by_members``: helped,
 harmed, or wrong to wrong). Counts, summed over seeds, and per seed.
@@ -149,6 +151,16 @@ def errors_of_seed(seed: int, run: Path) -> dict[str, Any]:
                 o = str(entry.get("outcome", ""))
                 outcomes["branch" if o.startswith("branch") else re.sub(r"\d+", "N", o)] += 1
     prefilter = Counter(pd.read_parquet(r1 / "prefilter.parquet")["outcome"].astype(str))
+    repeats = 0  # branches that repeat an earlier branch of their group (same members and rules)
+    for g in groups:
+        seen: set[str] = set()
+        for card in g["cards"]:
+            for b in (card.get("plan") or {}).get("branches", []):
+                sig = json.dumps(
+                    {k: b.get(k) for k in ("spec", "keys", "rule", "peers", "quorum", "weights")}
+                )
+                repeats += sig in seen
+                seen.add(sig)
     by_kind: dict[str, list[str]] = {}
     for q in suite:
         by_kind.setdefault(q.subtask, []).append(q.id)
@@ -178,6 +190,8 @@ def errors_of_seed(seed: int, run: Path) -> dict[str, Any]:
         "wrong_before": sum(classes.values()),
         "classes": {c: classes.get(c, 0) for c in CLASSES},
         "plan_outcomes": dict(sorted(outcomes.items())),
+        "planned_branches": len(plans),
+        "repeated_branches": repeats,
         "prefilter": dict(sorted(prefilter.items())),
         "replaced_by_members": {
             k: dict(v) for k, v in sorted(members.items(), key=lambda x: int(x[0]))
@@ -246,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         "wrong_before": sum(sd["wrong_before"] for sd in seeds.values()),
         "classes": {c: total.get(c, 0) for c in CLASSES},
         "plan_outcomes": dict(sorted(plan.items())),
+        "planned_branches": sum(sd["planned_branches"] for sd in seeds.values()),
+        "repeated_branches": sum(sd["repeated_branches"] for sd in seeds.values()),
         "prefilter": dict(sorted(pre.items())),
         "replaced_by_members": {
             k: dict(v) for k, v in sorted(members.items(), key=lambda x: int(x[0]))
@@ -257,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{result['wrong_before']} test questions wrong before, over {len(seeds)} seeds:")
     for c in CLASSES:
         print(f"  {c:18s} {result['classes'][c]}")
+    print(
+        f"planned branches {result['planned_branches']}, repeating another: {result['repeated_branches']}"
+    )
     print(f"answered by a composite branch, by its vote's size: {result['replaced_by_members']}")
     print(f"plan outcomes {result['plan_outcomes']}; prefilter {result['prefilter']} -> {out}")
     return 0
