@@ -105,6 +105,10 @@ def test_noise_level_is_the_noise_not_the_trend():
     steps = np.repeat([0.0, 40.0, -10.0], 1000) + e[:3000]  # level shifts are not noise
     assert noise_level(steps) == pytest.approx(2.0, rel=0.08)
     assert noise_level(np.full(50, 3.0)) == 0.01  # flat: a token level, never zero
+    gappy = e.copy()
+    gappy[::7] = np.nan  # missing values are left out, not spread into the level
+    assert noise_level(gappy) == pytest.approx(2.0, rel=0.08)
+    assert noise_level(np.full(5, np.nan)) == 0.01 and noise_level([]) == 0.01
 
 
 def _view(qid: str, y: np.ndarray, gold: int, text: str = "Which way does X trend?"):

@@ -33,12 +33,17 @@ __all__ = ["noise_level", "noisy_copy", "stability"]
 
 
 def noise_level(y: Any) -> float:
-    """A series' noise level: robust sd of first differences / sqrt 2 (1% of its sd if flat)."""
+    """A series' noise level: robust sd of first differences / sqrt 2 (1% of its sd if flat).
+
+    Missing values (NaN, inf) are left out, so a series with gaps still gets a finite level.
+    """
     x = np.asarray(y, dtype=float)
+    x = x[np.isfinite(x)]
     d = np.diff(x)
     level = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(2) if d.size > 2 else 0.0
     if not level > 0:
-        level = 0.01 * (float(np.std(x)) or 1.0)
+        sd = float(np.std(x)) if x.size else 0.0
+        level = 0.01 * (sd or 1.0)
     return level
 
 
