@@ -44,6 +44,7 @@ from typing import Any
 
 import pandas as pd
 
+from tests.bench.mixed_kinds import mixed_runs
 from tsevo.data.synthetic import make_suite
 from tsevo.library._scope import Matcher, question_tokens
 from tsevo.library.library import Library, scope_matches
@@ -235,12 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="", help="JSON file (default: <seeds_json>-errors.json)")
     args = ap.parse_args(argv)
     src = Path(args.seeds_json)
-    doc = json.loads(src.read_text())
-    if doc.get("preset") != "mixed":
-        sys.exit(f"{src}: preset {doc.get('preset')!r}, not 'mixed'")
+    doc, runs = mixed_runs(src)
     if doc.get("label") != "development":
         print(f"warning: {src} is labelled {doc.get('label')!r}: read it, do not tune on it")
-    runs = src.with_suffix("")
     seeds = {str(s): errors_of_seed(int(s), runs / str(s)) for s in doc["seeds"]}
     total: Counter[str] = Counter()
     for sd in seeds.values():

@@ -75,16 +75,21 @@ def summarize(per_kind: dict[str, dict[str, int]]) -> dict[str, int]:
     }
 
 
+def mixed_runs(src: Path) -> tuple[dict[str, Any], Path]:
+    """A JSON of :mod:`tests.bench.seeds` on ``mixed`` and the folder of its runs (exits otherwise)."""
+    doc = json.loads(src.read_text())
+    if doc.get("preset") != "mixed":
+        sys.exit(f"{src}: preset {doc.get('preset')!r}, not 'mixed'")
+    return doc, src.with_suffix("")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("seeds_json", help="a JSON written by tests.bench.seeds --preset mixed")
     ap.add_argument("--out", default="", help="JSON file (default: <seeds_json>-kinds.json)")
     args = ap.parse_args(argv)
     src = Path(args.seeds_json)
-    doc = json.loads(src.read_text())
-    if doc.get("preset") != "mixed":
-        sys.exit(f"{src}: preset {doc.get('preset')!r}, not 'mixed'")
-    runs = src.with_suffix("")
+    doc, runs = mixed_runs(src)
     seeds: dict[str, Any] = {}
     for s in doc["seeds"]:
         per_kind = kinds_of_seed(int(s), runs / str(s))

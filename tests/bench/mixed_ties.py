@@ -75,7 +75,7 @@ from tsevo.roles.builtin.kindplan import KindPlanSettings
 from tsevo.roles.builtin.kinds import KindIndex
 from tsevo.roles.builtin.measure import SpecCache
 from tsevo.roles.builtin.planner import MeasurementPlanner
-from tsevo.roles.builtin.stability import noisy_copy
+from tsevo.roles.builtin.stability import noisy_copy, read_right
 
 LEVELS = (
     "first",
@@ -245,18 +245,8 @@ def _stability(ties: Sequence[Any], ex: Sequence[Any], tag: str) -> list[float]:
     answer (the noise is small against the series' own), and no eval question is read.
     """
     rng = np.random.default_rng(int(hashlib.sha256(tag.encode()).hexdigest()[:12], 16))
-    copies = [(e, noisy_copy(e.question, rng, NOISE)) for e in ex for _ in range(COPIES)]
-    values = SpecCache()  # ties share measurements (one spec, several output keys)
-    out = []
-    for t in ties:
-        hits = 0
-        for e, v in copies:
-            rd = apply_rule(
-                t.rule, values.get(t.spec, v), v.options, v.candidates, v.question, explain=False
-            )
-            hits += rd.option == e.gold
-        out.append(hits / len(copies))
-    return out
+    copies = [(e.gold, noisy_copy(e.question, rng, NOISE)) for e in ex for _ in range(COPIES)]
+    return read_right(SpecCache(), ties, copies)  # ties share measurements: one memo
 
 
 def _readings(

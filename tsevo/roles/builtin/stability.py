@@ -29,7 +29,7 @@ from tsevo.library.reading import apply_rule
 from ..protocols import Example
 from .measure import SpecCache
 
-__all__ = ["noise_level", "noisy_copy", "stability"]
+__all__ = ["noise_level", "noisy_copy", "read_right", "stability"]
 
 
 def noise_level(y: Any) -> float:
@@ -92,6 +92,13 @@ def stability(
         for rng in [_rng(e.question.fingerprint)]
         for _ in range(copies)
     ]
+    return read_right(cache, members, views)
+
+
+def read_right(
+    cache: SpecCache, members: Sequence[Any], views: Sequence[tuple[int, QuestionView]]
+) -> list[float]:
+    """Per member, the share of ``(gold, view)`` pairs its rule reads as ``gold`` (1.0 if none)."""
     if not views:
         return [1.0] * len(members)
     out = []
