@@ -10,6 +10,12 @@ sample standard deviation over seeds):
 * ``harmed_pct``: harmed test questions over all test questions;
 * ``status`` and ``gate_path`` of the round, and ``round_s`` (wall time of the round's steps).
 
+``--rounds N`` (N > 1) runs N rounds per seed instead (the protocol is one; multi-round runs admit
+through the strict path alone): ``base`` is then round 1's, ``final`` / ``gain`` / ``harmed_pct`` and
+the family gains are the library the run ends with against it, question by question, and each row
+adds ``round_status``, ``round_gains`` and ``rounds_s`` per round (``status``, ``gate_path`` and
+``round_s`` stay round 1's).
+
 This is how README and closing-note figures are produced: name development seeds as such, and report
 on seeds that were never run before the code was final. Test answers are report-only: nothing in a
 round reads them.
@@ -26,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from tests.bench import git_commit
 from tsevo.analysis import run_summary
@@ -53,11 +61,15 @@ def one_seed(
     roles: RoleSet | None = None,
     reuse: bool = False,
     params: dict[str, Any] | None = None,
+    rounds: int = 1,
 ) -> dict[str, Any]:
     """One round on ``make_suite(preset, seed)``; the numbers of its report-only test.
 
     ``reuse``: a run folder this bench finished before is summarized as it is (not rerun).
     ``params``: protocol knobs on top of the defaults (``ProtocolConfig.from_params`` keys).
+    ``rounds``: more than one runs that many rounds (multi-round runs admit through the strict
+    path alone); the numbers are then the first round's base against the last round's library,
+    question by question (:func:`_chain`), with each round's own gain and time beside them.
     """
     t0 = time.perf_counter()
     if not (reuse and _finished(out)):
@@ -66,13 +78,16 @@ def one_seed(
         evolve(
             suite,
             roles=roles if roles is not None else RoleSet.builtin(),
-            config=ProtocolConfig.from_params({**(params or {}), "rounds": 1, "seed": seed}),
+            config=ProtocolConfig.from_params({**(params or {}), "rounds": rounds, "seed": seed}),
             out=out,
             suite_ref=f"synthetic:{preset}:seed={seed}",
             log=lambda s: None,
         )
     wall = time.perf_counter() - t0
-    rd = run_summary(out)["rounds"][0]
+    summary = run_summary(out)["rounds"]
+    if len(summary) != rounds:
+        raise ValueError(f"{out}: the run holds {len(summary)} round(s), not {rounds}")
+    rd = summary[0]
     tasks = rd["test"]["tasks"]
     fam = [r for r in tasks if r["task"] != "ALL"]
     allrow = tasks[-1]
@@ -91,6 +106,40 @@ def one_seed(
         "round_s": round(sum(rd["timings"].values()), 1),
         "wall_s": round(wall, 1),
         "per_family": {r["task"]: r["delta"] for r in fam},
+        **(_chain(out, summary) if rounds > 1 else {}),
+    }
+
+
+def _chain(out: Path, summary: list[dict[str, Any]]) -> dict[str, Any]:
+    """The numbers of a multi-round run: round 1's base against the last round's library.
+
+    Per test question: right before round 1 (its ``before`` arm) against right under the library
+    the run ends with (the last round's ``after`` arm when it was accepted, else its ``before``
+    arm: a rejected round changes nothing). Beside them, each round's own status, gain and time.
+    """
+    first = pd.read_parquet(out / "rounds" / "r1" / "test.parquet").set_index("qid")
+    last_rd = summary[-1]
+    last = pd.read_parquet(out / "rounds" / f"r{len(summary)}" / "test.parquet").set_index("qid")
+    arm = "after_correct" if last_rd["status"] == "accepted" else "before_correct"
+    qids = first.index.intersection(last.index)
+    before = first.loc[qids, "before_correct"].astype(bool)
+    after = last.loc[qids, arm].astype(bool)
+    task = first.loc[qids, "task"].astype(str)
+    fam = {t: float(after[task == t].mean() - before[task == t].mean()) for t in sorted(set(task))}
+    return {
+        "rounds": len(summary),
+        "base": float(before.mean()),
+        "final": float(after.mean()),
+        "gain": float(after.mean() - before.mean()),
+        "family_gain_mean": statistics.fmean(fam.values()),
+        "family_gain_min": min(fam.values()),
+        "families_positive": sum(d > 0 for d in fam.values()),
+        "families": len(fam),
+        "harmed_pct": float((before & ~after).sum() / len(qids)),
+        "per_family": fam,
+        "round_status": [rd["status"] for rd in summary],
+        "round_gains": [rd["test"]["tasks"][-1]["delta"] for rd in summary],
+        "rounds_s": [round(sum(rd["timings"].values()), 1) for rd in summary],
     }
 
 
@@ -166,6 +215,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a composite planning setting (KindPlanSettings field), e.g. stability_copies=0",
     )
     ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="rounds per run (default 1, the protocol); more: the last round's library against "
+        "round 1's base",
+    )
+    ap.add_argument(
         "--reuse",
         action="store_true",
         help="summarize seeds whose run folder (beside --out) already holds a finished run",
@@ -178,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     if kind_pairs and args.kinds == "off":
         ap.error("--kind-set needs composite planning (--kinds default or on)")
     kind_settings(kind_pairs)  # a bad setting stops before any round
+    if args.rounds < 1:
+        ap.error(f"--rounds must be >= 1, got {args.rounds}")
     rows = []
     for s in (int(x) for x in args.seeds.split(",")):
         r = one_seed(
@@ -187,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             _roles(args.kinds, kind_pairs),
             reuse=args.reuse,
             params=params,
+            rounds=args.rounds,
         )
         rows.append(r)
         print(
@@ -205,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         "params": params,
         **({"kind_settings": kind_pairs} if kind_pairs else {}),
         "reused": bool(args.reuse),
+        **({"rounds": args.rounds} if args.rounds != 1 else {}),
         "commit": commit,
         "seeds": [r["seed"] for r in rows],
         "aggregate": agg,

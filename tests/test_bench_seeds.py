@@ -1,0 +1,58 @@
+"""The seeds bench's multi-round numbers: round 1's base against the library a run ends with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tests.bench.seeds import _chain, main
+
+
+def _round(out: Path, n: int, before: list[bool], after: list[bool], tasks: list[str]) -> None:
+    d = out / "rounds" / f"r{n}"
+    d.mkdir(parents=True)
+    pd.DataFrame(
+        {
+            "qid": [f"q{i}" for i in range(len(before))],
+            "task": tasks,
+            "before_correct": before,
+            "after_correct": after,
+        }
+    ).to_parquet(d / "test.parquet")
+
+
+def _summary(status: str, delta: float, seconds: float) -> dict[str, Any]:
+    return {"status": status, "test": {"tasks": [{"delta": delta}]}, "timings": {"x": seconds}}
+
+
+def test_a_multi_round_run_is_its_last_library_against_round_one_base(tmp_path: Path) -> None:
+    tasks = ["a", "a", "b", "b"]
+    # round 1 fixes q0 and breaks q3; round 2 fixes q1 and breaks q2 (accepted)
+    _round(tmp_path, 1, [False, False, True, True], [True, False, True, False], tasks)
+    _round(tmp_path, 2, [True, False, True, False], [True, True, False, False], tasks)
+    rounds = [_summary("accepted", 0.0, 10.0), _summary("accepted", 0.0, 5.0)]
+    got = _chain(tmp_path, rounds)
+    assert (got["base"], got["final"], got["gain"]) == (0.5, 0.5, 0.0)
+    assert got["harmed_pct"] == 0.5  # q2 and q3: right before round 1, wrong at the end
+    assert got["per_family"] == {"a": 1.0, "b": -1.0}
+    assert (got["families_positive"], got["family_gain_min"]) == (1, -1.0)
+    assert got["round_status"] == ["accepted", "accepted"] and got["rounds_s"] == [10.0, 5.0]
+
+
+def test_a_rejected_last_round_leaves_the_library_it_found(tmp_path: Path) -> None:
+    tasks = ["a"] * 3
+    _round(tmp_path, 1, [False, False, True], [True, False, True], tasks)
+    # a rejected round's after arm (e.g. a diagnostic candidate) is not what the run deploys
+    _round(tmp_path, 2, [True, False, True], [False, False, False], tasks)
+    got = _chain(tmp_path, [_summary("accepted", 1 / 3, 1.0), _summary("rejected", 0.0, 1.0)])
+    assert got["final"] == pytest.approx(2 / 3) and got["harmed_pct"] == 0.0
+    assert got["round_gains"] == [pytest.approx(1 / 3), 0.0]
+
+
+def test_rounds_below_one_stop_before_any_run(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        main(["--seeds", "1", "--rounds", "0", "--out", str(tmp_path / "x.json")])
+    assert not (tmp_path / "x").exists()
