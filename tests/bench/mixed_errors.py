@@ -49,6 +49,7 @@ from tsevo.data.synthetic import make_suite
 from tsevo.library._scope import Matcher, question_tokens
 from tsevo.library.library import Library, scope_matches
 from tsevo.roles.builtin.composite import Branch
+from tsevo.store import RunLayout
 
 CLASSES = (
     "fixed",
@@ -126,20 +127,20 @@ def errors_of_seed(seed: int, run: Path) -> dict[str, Any]:
     """The classes of one seed's wrong-before test questions, and the plan and prefilter outcomes."""
     suite = make_suite("mixed", seed=seed)
     qs = {q.id: q for q in suite}
-    r1 = run / "rounds" / "r1"
-    test = pd.read_parquet(r1 / "test.parquet").set_index("qid")
+    r1 = RunLayout(run).round(1)
+    test = pd.read_parquet(r1.test_table).set_index("qid")
     final = _final_test(run, test["after_answer"])
     train_ok = _base_train(run)
     role = {
         q: part
-        for b in json.loads((r1 / "splits.json").read_text())
+        for b in json.loads(r1.splits.read_text())
         for part in ("support", "held_out")
         for q in b[part]
     }
     lib = Library.load(run / "library")
     deployed = [a for a in lib.all_artifacts() if a.kind == "tool" and a.id.startswith("r1.")]
     kept_groups = {a.id.split(".")[1] for a in deployed}
-    groups = json.loads((r1 / "groups.json").read_text())["groups"]
+    groups = json.loads(r1.groups.read_text())["groups"]
     plans: list[tuple[bool, Branch]] = []
     outcomes: Counter[str] = Counter()
     for g in groups:
@@ -151,7 +152,7 @@ def errors_of_seed(seed: int, run: Path) -> dict[str, Any]:
             for entry in (plan.get("kinds") or {}).values():
                 o = str(entry.get("outcome", ""))
                 outcomes["branch" if o.startswith("branch") else re.sub(r"\d+", "N", o)] += 1
-    prefilter = Counter(pd.read_parquet(r1 / "prefilter.parquet")["outcome"].astype(str))
+    prefilter = Counter(pd.read_parquet(r1.prefilter)["outcome"].astype(str))
     repeats = 0  # branches that repeat an earlier branch of their group (same members and rules)
     for g in groups:
         seen: set[str] = set()

@@ -43,6 +43,7 @@ from tsevo.knobs import settings_from_pairs
 from tsevo.roles import RoleSet
 from tsevo.roles.builtin import MeasurementPlanner
 from tsevo.roles.builtin.kindplan import KindPlanSettings
+from tsevo.store import RunLayout
 
 KEYS = ("base", "final", "gain", "family_gain_mean", "family_gain_min", "harmed_pct", "round_s")
 
@@ -117,10 +118,10 @@ def _chain(out: Path, summary: list[dict[str, Any]]) -> dict[str, Any]:
     the run ends with (the last round's ``after`` arm when it was accepted, else its ``before``
     arm: a rejected round changes nothing). Beside them, each round's own status, gain and time.
     """
-    first = pd.read_parquet(out / "rounds" / "r1" / "test.parquet").set_index("qid")
-    last_rd = summary[-1]
-    last = pd.read_parquet(out / "rounds" / f"r{len(summary)}" / "test.parquet").set_index("qid")
-    arm = "after_correct" if last_rd["status"] == "accepted" else "before_correct"
+    layout = RunLayout(out)
+    first = pd.read_parquet(layout.round(1).test_table).set_index("qid")
+    last = pd.read_parquet(layout.round(len(summary)).test_table).set_index("qid")
+    arm = "after_correct" if summary[-1]["status"] == "accepted" else "before_correct"
     qids = first.index.intersection(last.index)
     before = first.loc[qids, "before_correct"].astype(bool)
     after = last.loc[qids, arm].astype(bool)
