@@ -248,17 +248,13 @@ def _kept(qid: str) -> bool:
     return int(hashlib.sha256(f"half\x00{qid}".encode()).hexdigest(), 16) % 2 == 0
 
 
-def unsupervised_kinds(
-    train: Sequence[dict[str, Any]],
-    ev: Sequence[dict[str, Any]],
-    half: bool = False,
-    given: bool = False,
-) -> tuple[dict[str, list[int]], int]:
-    """plan_kinds on one dossier of every train row; per true kind [n, right, harmed] on the eval rows.
+def plan_all(
+    train: Sequence[dict[str, Any]], half: bool = False, given: bool = False
+) -> tuple[list[Branch], KindIndex, dict[str, Any]]:
+    """plan_kinds on one dossier of every train row: the branches, the kind index and the report.
 
     ``half``: only the errors :func:`_kept` keeps are in the dossier (the correct rows all are).
-    ``given``: the generator's kinds are planned for, and each eval question goes to its own
-    kind's branch (no wording involved).
+    ``given``: the generator's kinds are planned for instead of kinds recovered from wording.
     """
     ex = _examples(train)
     dossier = Dossier(
@@ -275,25 +271,49 @@ def unsupervised_kinds(
     settings = KindPlanSettings(max_branches=10_000, max_kind_share=1.0)
     group = {r["id"]: r["kind"] for r in train}
 
-    def given_kinds(qs: Any) -> KindIndex:
-        return KindIndex.from_groups(qs, group)
+    def index_of(qs: Any) -> KindIndex:
+        return KindIndex.from_groups(qs, group) if given else KindIndex(qs)
 
-    branches, _ = plan_kinds(
-        MeasurementPlanner(), dossier, settings, given_kinds if given else KindIndex
-    )
+    branches, report = plan_kinds(MeasurementPlanner(), dossier, settings, index_of)
+    # the index plan_kinds built (kinds are a deterministic function of the rows it indexed)
+    index = index_of(e.question for e in [*dossier.support, *dossier.background])
+    return branches, index, report
+
+
+def dispatched(branches: Sequence[Branch], r: dict[str, Any], given: bool = False) -> Branch | None:
+    """The branch a measured question goes to: its own kind's (``given``) or the first whose words it holds."""
+    toks = question_tokens(r["text"])
+    for b in branches:
+        if (
+            b.kinds == (r["kind"],)
+            if given
+            else all(w in toks for w in b.require) and not any(w in toks for w in b.forbid)
+        ):
+            return b
+    return None
+
+
+def answer(branches: Sequence[Branch], r: dict[str, Any], given: bool = False) -> int:
+    """The option a composite of ``branches`` leaves on a measured question (the base one where none reads)."""
+    b = dispatched(branches, r, given)
+    o = _branch_option(b, r) if b is not None else None
+    return int(o) if o is not None else int(r["base"])
+
+
+def unsupervised_kinds(
+    train: Sequence[dict[str, Any]],
+    ev: Sequence[dict[str, Any]],
+    half: bool = False,
+    given: bool = False,
+) -> tuple[dict[str, list[int]], int]:
+    """:func:`plan_all` on one seed's train rows; per true kind [n, right, harmed] on the eval rows.
+
+    ``given``: each eval question goes to its own kind's branch (no wording involved).
+    """
+    branches, _, _ = plan_all(train, half=half, given=given)
     per: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for r in ev:
-        toks = question_tokens(r["text"])
-        ans = r["base"]
-        for b in branches:
-            if (
-                b.kinds == (r["kind"],)
-                if given
-                else all(w in toks for w in b.require) and not any(w in toks for w in b.forbid)
-            ):
-                o = _branch_option(b, r)
-                ans = o if o is not None else ans
-                break
+        ans = answer(branches, r, given)
         per[r["kind"]][0] += 1
         per[r["kind"]][1] += int(ans == r["gold"])
         per[r["kind"]][2] += int(r["base"] == r["gold"] and ans != r["gold"])
