@@ -29,7 +29,6 @@ pp of all eval questions; and per true kind the same net.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections import Counter, defaultdict
@@ -38,9 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench import git_commit
-from tests.bench.mixed_ceiling import EVAL_SEEDS, FIT_SEEDS, ROOT, _ms, answer, dispatched, plan_all
-from tests.bench.mixed_ties import _STATE, _measured
-from tsevo.data.synthetic import make_suite
+from tests.bench.mixed_ceiling import _ms, answer, dispatched, plan_all
+from tests.bench.mixed_ties import _STATE, measured_seeds
 from tsevo.fileio import atomic_write_text
 from tsevo.library.tool import question_tokens
 from tsevo.procs import forked_pool
@@ -172,25 +170,8 @@ def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fit-seeds", default=",".join(map(str, FIT_SEEDS)))
-    ap.add_argument("--eval-seeds", default=",".join(map(str, EVAL_SEEDS)))
-    ap.add_argument("--cache", default="", help="folder for the measurements (reused when present)")
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "mixed-dispatch.json"))
-    args = ap.parse_args(argv)
-    fit = [int(s) for s in args.fit_seeds.split(",")]
-    evs = [int(s) for s in args.eval_seeds.split(",")]
-    if set(fit) & set(evs):
-        ap.error("fit and eval seeds must differ")
-    _STATE["cache"] = Path(args.cache) if args.cache else None
     t0 = time.perf_counter()
-    with forked_pool(args.workers) as pool:
-        parts = dict(zip([*fit, *evs], pool.map(_measured, [*fit, *evs]), strict=True))
-    for s in fit:
-        questions = {q.id: q for q in make_suite("mixed", seed=s)}
-        for r in parts[s]:
-            r["q"] = questions[r["id"]]
+    args, fit, evs, parts = measured_seeds(argv, __doc__.splitlines()[0], "mixed-dispatch.json")
     _STATE["train"] = {s: [r for r in parts[s] if r["split"] == "train"] for s in fit}
     _STATE["ev"] = [r for s in evs for r in parts[s]]
     with forked_pool(args.workers) as pool:

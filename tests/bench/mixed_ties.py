@@ -292,26 +292,40 @@ def _quartiles(xs: Sequence[float]) -> dict[str, float]:
     return {"q1": q[0], "median": q[1], "q3": q[2]}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def measured_seeds(
+    argv: list[str] | None, description: str, out: str
+) -> tuple[argparse.Namespace, list[int], list[int], dict[int, list[dict[str, Any]]]]:
+    """The command line a development diagnostic on cached measurements shares, and the measurements.
+
+    Parses ``--fit-seeds``, ``--eval-seeds``, ``--cache``, ``--workers`` and ``--out`` (default
+    ``runs/bench/<out>``); measures every seed (:func:`_measured`, two workers by default) and
+    attaches each fit seed's question to its rows (``"q"``). Returns the arguments, the fit and
+    eval seeds, and the rows by seed.
+    """
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--fit-seeds", default=",".join(map(str, FIT_SEEDS)))
     ap.add_argument("--eval-seeds", default=",".join(map(str, EVAL_SEEDS)))
     ap.add_argument("--cache", default="", help="folder for the measurements (reused when present)")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "mixed-ties.json"))
+    ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / out))
     args = ap.parse_args(argv)
     fit = [int(s) for s in args.fit_seeds.split(",")]
     evs = [int(s) for s in args.eval_seeds.split(",")]
     if set(fit) & set(evs):
         ap.error("fit and eval seeds must differ")
     _STATE["cache"] = Path(args.cache) if args.cache else None
-    t0 = time.perf_counter()
     with forked_pool(args.workers) as pool:
         parts = dict(zip([*fit, *evs], pool.map(_measured, [*fit, *evs]), strict=True))
-    questions = {q.id: q for s in fit for q in make_suite("mixed", seed=s)}
     for s in fit:
+        questions = {q.id: q for q in make_suite("mixed", seed=s)}
         for r in parts[s]:
             r["q"] = questions[r["id"]]
+    return args, fit, evs, parts
+
+
+def main(argv: list[str] | None = None) -> int:
+    t0 = time.perf_counter()
+    args, fit, evs, parts = measured_seeds(argv, __doc__.splitlines()[0], "mixed-ties.json")
     ev: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for s in evs:
         for r in parts[s]:
