@@ -67,7 +67,7 @@ from tsevo.data.synthetic import make_suite
 from tsevo.fileio import atomic_write_text
 from tsevo.library._scope import options_kind
 from tsevo.library.reading import apply_rule
-from tsevo.library.tool import question_tokens
+from tsevo.library.tool import Matcher, question_tokens
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.answerer import GlobalSummaryAnswerer
 from tsevo.roles.builtin.composite import Branch, Peer, branch_rule, member_prefix
@@ -271,13 +271,14 @@ def plan_all(
     settings = KindPlanSettings(max_branches=10_000, max_kind_share=1.0)
     group = {r["id"]: r["kind"] for r in train}
 
+    built: list[KindIndex] = []
+
     def index_of(qs: Any) -> KindIndex:
-        return KindIndex.from_groups(qs, group) if given else KindIndex(qs)
+        built.append(KindIndex.from_groups(qs, group) if given else KindIndex(qs))
+        return built[-1]
 
     branches, report = plan_kinds(MeasurementPlanner(), dossier, settings, index_of)
-    # the index plan_kinds built (kinds are a deterministic function of the rows it indexed)
-    index = index_of(e.question for e in [*dossier.support, *dossier.background])
-    return branches, index, report
+    return branches, built[-1], report
 
 
 def dispatched(branches: Sequence[Branch], r: dict[str, Any], given: bool = False) -> Branch | None:
@@ -287,7 +288,7 @@ def dispatched(branches: Sequence[Branch], r: dict[str, Any], given: bool = Fals
         if (
             b.kinds == (r["kind"],)
             if given
-            else all(w in toks for w in b.require) and not any(w in toks for w in b.forbid)
+            else Matcher(require=b.require, forbid=b.forbid).matches(toks)
         ):
             return b
     return None

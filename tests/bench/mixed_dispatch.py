@@ -40,7 +40,7 @@ from tests.bench import git_commit
 from tests.bench.mixed_ceiling import _ms, answer, dispatched, plan_all
 from tests.bench.mixed_ties import _STATE, measured_seeds
 from tsevo.fileio import atomic_write_text
-from tsevo.library.tool import question_tokens
+from tsevo.library.tool import Matcher, question_tokens
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.kinds import KindIndex
 
@@ -84,7 +84,7 @@ def cause(
     held = [
         (kid, top)
         for kid, require, forbid, top in kinds
-        if all(w in toks for w in require) and not any(w in toks for w in forbid)
+        if Matcher(require=require, forbid=forbid).matches(toks)
     ]
     if not held:
         return "unseen_phrasing"
