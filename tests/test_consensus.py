@@ -241,6 +241,47 @@ def test_a_composite_too_long_for_the_gate_drops_peers_from_its_last_branches_fi
     assert set(kinds[first_plain:]) == {"label"}
 
 
+def test_a_composite_retry_is_a_different_tool_after_the_cut_or_none():
+    """Attempts compare the tool they would write (after the cut to the gate's bound), not the list."""
+    from tsevo.library.sandbox.gate import MAX_SOURCE_CHARS
+    from tsevo.library.tool import Contract, Scope
+    from tsevo.roles.builtin.synthesizer import TemplateSynthesizer
+    from tsevo.roles.protocols import AttemptFeedback, ContractCard, WorkGroup
+
+    words = [f"word{i}" for i in range(80)]
+    brs = [
+        replace(
+            _branch(),
+            kinds=(f"k{i}",),
+            require=(words[i], "trend"),
+            forbid=(words[i + 1],),
+            stats={"cv_acc": 1.0 if i % 2 else 0.5},
+        )
+        for i in range(60)
+    ]
+    card = ContractCard(
+        "b", "create", "tool", "", "missing_measurement", "", "", Contract("c"), Scope(),
+        plan={"composite": True, "branches": [b.to_dict() for b in brs]},
+    )  # fmt: skip
+    group = WorkGroup("g1", (card,), card.contract, card.scope)
+    syn = TemplateSynthesizer()
+    history: list[AttemptFeedback] = []
+    drafts = []
+    for attempt in (1, 2, 3):
+        d = syn.synthesize(group, attempt, history, [])
+        if d is None:
+            break
+        assert len(d.source) <= MAX_SOURCE_CHARS
+        drafts.append(d)
+        history.append(AttemptFeedback(attempt, d.id, d.contract.measurement, "passed"))
+    # the first attempt is cut (too long for the gate); the second keeps the 30 branches that
+    # cross-validated at 0.8 or better; the 0.9 bar keeps the same 30: no third, identical, tool
+    assert len(drafts) == 2
+    assert len({d.contract.measurement for d in drafts}) == 2
+    assert len(drafts[1].guidance.rule.branches) == 30
+    assert len(composite_source(brs, "x")) > MAX_SOURCE_CHARS
+
+
 def test_a_long_composite_first_cuts_large_votes_to_two_unanimous_peers():
     from tsevo.roles.builtin.composite import within
 

@@ -330,6 +330,27 @@ def test_the_synthesizer_sees_the_library_and_the_strongest_attempt_kept_apart()
     assert not any(h.source for h in hist if not h.strongest)
 
 
+class _TiedEvaluator:
+    """Attempts 1 and 2 repair the same two held-out errors; attempt 3 repairs one."""
+
+    def answer(self, split: str, library: Library, qs: Any) -> dict[str, AnswerRecord]:
+        tid = library.stages[-1].tools[0].id
+        fixes = {".a1": 2, ".a2": 2, ".a3": 1}.get(tid[-3:], 0)
+        return {q.id: _rec(q.id, i < fixes, tid if i < fixes else "") for i, q in enumerate(qs)}
+
+
+def test_a_retry_replaces_the_survivor_only_by_doing_better_on_the_prefilter() -> None:
+    held = [_question(i) for i in range(5)]
+    base = {q.id: _rec(q.id, False) for q in held}
+    cfg = ProtocolConfig(max_synthesis_attempts=3, prefilter_early_stop=1.0)
+    out = _run_group(
+        _Synth(), _Planner(), _Sandbox(ok=True), held, cfg, evaluator=_TiedEvaluator(), base=base
+    )
+    assert [len(a.repairs) for a in out.attempts] == [2, 2, 1]
+    # the survivor is the strongest attempt the synthesizer was told of: the earlier on ties
+    assert out.survivor.id.endswith(".a1")
+
+
 def test_the_llm_synthesizer_prompt_renders_the_library_and_the_strongest_attempt_apart() -> None:
     from tsevo.roles.llm.client import LLMClient
     from tsevo.roles.llm.config import LLMConfig, RoleConfigs

@@ -131,8 +131,9 @@ def _attributable(draft: Tool, before: AnswerRecord, after: AnswerRecord) -> boo
     return draft.id in after.replaced_by
 
 
-def _score(a: AttemptRecord) -> tuple[int, int, str]:
-    return (len(a.repairs) - len(a.harms), len(a.repairs), a.tool_id)
+def _score(a: AttemptRecord) -> tuple[int, int]:
+    """Net repairs, then repairs: a later attempt replaces the best so far only by doing better."""
+    return (len(a.repairs) - len(a.harms), len(a.repairs))
 
 
 def run_group(
@@ -409,7 +410,7 @@ def _feedback(tries: Sequence[tuple[AttemptRecord, Tool]]) -> list[AttemptFeedba
     """What the synthesizer learns of earlier attempts; the strongest one is marked and kept apart."""
     strongest = max(
         (t for t in tries if t[0].checked),
-        key=lambda t: (t[0].passed, *_score(t[0])[:2], -t[0].attempt),
+        key=lambda t: (t[0].passed, *_score(t[0]), -t[0].attempt),
         default=None,
     )
     out = []

@@ -142,12 +142,6 @@ class TemplateSynthesizer:
     def _composite_draft(self, group: WorkGroup, attempt: int, tried: set[str]) -> Tool | None:
         """A composite tool; later attempts keep only the branches that cross-validated better."""
         branches = [Branch.from_dict(b) for c in group.cards for b in c.plan.get("branches", ())]
-        for bar in COMPOSITE_BARS:
-            keep = [b for b in branches if float(b.stats.get("cv_acc", 0.0)) >= bar]
-            if keep and composite_measurement(keep) not in tried:
-                break
-        else:
-            return None
 
         def name(bs: Sequence[Branch]) -> str:
             return f"kinds_{len(bs)}_" + slug(group.id, 20)
@@ -155,7 +149,15 @@ class TemplateSynthesizer:
         def source(bs: Sequence[Branch]) -> str:
             return composite_source(bs, name=name(bs), doc=composite_doc(bs))
 
-        keep = within(keep, lambda bs: len(source(bs)), MAX_SOURCE_CHARS)
+        # an attempt is new only as the tool it writes: the branch list after the cut to the
+        # sandbox's source bound (the same cut of the same list would write the same tool again)
+        for bar in COMPOSITE_BARS:
+            keep = [b for b in branches if float(b.stats.get("cv_acc", 0.0)) >= bar]
+            keep = within(keep, lambda bs: len(source(bs)), MAX_SOURCE_CHARS) if keep else keep
+            if keep and composite_measurement(keep) not in tried:
+                break
+        else:
+            return None
         measurement = composite_measurement(keep)
         fname = name(keep)
         rule = branch_rule(keep)
