@@ -1,0 +1,135 @@
+"""What a round's admission costs on ``mixed``: one composite of every train row against the round.
+
+``python -m tests.bench.mixed_round_gap [--seeds 104,...,111] [--rounds runs/bench/X.json]
+[--cache DIR] [--out runs/bench/mixed-round-gap.json]``
+
+A diagnostic for issue 11 (development seeds only; it claims nothing about held-out performance).
+A round plans a composite per bucket on the bucket's support errors and some background, holds
+errors out for the prefilter, drops branches that harmed validation questions (reconcile) and gates
+the library. Per seed this bench plans one composite of kinds recovered from wording on *every*
+train row of the seed (:func:`~tests.bench.mixed_ceiling.plan_all`: no buckets, nothing held out)
+and answers the same seed's test questions with it, as planned (``one_dossier``) and after the
+round's reconcile rule applied on the seed's validation questions (``reconciled``: a branch that
+harmed at least one validation question and helped no more is dropped). Gains and harm are pp of
+the seed's test questions over the base answerer, paired per seed with the round's own figures from
+a :mod:`tests.bench.seeds` JSON of the same seeds (``--rounds``).
+
+The gap says whether a round loses gain to its admission steps, and whether what it loses buys
+harm back at the rate the learner's other knobs trade them (the question for any change that
+would plan rounds on more rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.bench import git_commit
+from tests.bench.mixed_ceiling import ROOT, _ms, answer, dispatched, plan_all
+from tests.bench.mixed_ties import _STATE, _measured
+from tsevo.data.synthetic import make_suite
+from tsevo.fileio import atomic_write_text
+from tsevo.procs import forked_pool
+from tsevo.roles.builtin.composite import Branch
+
+SEEDS = (104, 105, 106, 107, 108, 109, 110, 111)
+
+
+def score(branches: Sequence[Branch], rows: Sequence[dict[str, Any]]) -> tuple[float, float]:
+    """(gain, harmed) in pp of ``rows`` of the branches' answers over the base answerer."""
+    gain = harmed = 0
+    for r in rows:
+        a = answer(branches, r)
+        gain += int(a == r["gold"]) - int(r["base"] == r["gold"])
+        harmed += int(r["base"] == r["gold"] and a != r["gold"])
+    n = max(len(rows), 1)
+    return 100 * gain / n, 100 * harmed / n
+
+
+def reconciled(branches: Sequence[Branch], val: Sequence[dict[str, Any]]) -> list[Branch]:
+    """The branches the round's reconcile keeps: none that harmed and helped no more on ``val``."""
+    helped: dict[int, int] = {}
+    harmed: dict[int, int] = {}
+    for r in val:
+        b = dispatched(branches, r)
+        if b is None:
+            continue
+        a = answer(branches, r)
+        helped[id(b)] = helped.get(id(b), 0) + int(a == r["gold"] and r["base"] != r["gold"])
+        harmed[id(b)] = harmed.get(id(b), 0) + int(a != r["gold"] and r["base"] == r["gold"])
+    return [b for b in branches if harmed.get(id(b), 0) < max(helped.get(id(b), 0), 1)]
+
+
+def one_seed(seed: int) -> dict[str, Any]:
+    rows = _measured(seed)
+    questions = {q.id: q for q in make_suite("mixed", seed=seed)}
+    for r in rows:
+        r["q"] = questions[r["id"]]
+    split = {s: [r for r in rows if r["split"] == s] for s in ("train", "val", "test")}
+    branches, _, _ = plan_all(split["train"])
+    kept = reconciled(branches, split["val"])
+    return {
+        "seed": seed,
+        "branches": len(branches),
+        "branches_reconciled": len(kept),
+        "one_dossier": score(branches, split["test"]),
+        "reconciled": score(kept, split["test"]),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    ap.add_argument("--rounds", default=str(ROOT / "runs" / "bench" / "mixed-dev8-weighted.json"))
+    ap.add_argument("--cache", default="", help="folder for the measurements (reused when present)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "mixed-round-gap.json"))
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    rounds = {r["seed"]: r for r in json.loads(Path(args.rounds).read_text())["rows"]}
+    if missing := sorted(set(seeds) - set(rounds)):
+        ap.error(f"{args.rounds} holds no round of seeds {missing}")
+    _STATE["cache"] = Path(args.cache) if args.cache else None
+    with forked_pool(args.workers) as pool:
+        results = list(pool.map(one_seed, seeds))
+    for res in results:
+        r = rounds[res["seed"]]
+        res["round"] = (100 * r["gain"], 100 * r["harmed_pct"])
+    arms = {}
+    for arm in ("round", "one_dossier", "reconciled"):
+        arms[arm] = {
+            name: _ms([res[arm][i] for res in results], digits=2)
+            for i, name in enumerate(("gain_pp", "harmed_pct"))
+        }
+        if arm != "round":
+            dg = [res[arm][0] - res["round"][0] for res in results]
+            dh = [res[arm][1] - res["round"][1] for res in results]
+            arms[arm]["minus_round"] = {
+                "gain_pp": round(statistics.fmean(dg), 2),
+                "harmed_pct": round(statistics.fmean(dh), 2),
+            }
+    doc = {
+        "bench": "mixed_round_gap",
+        "label": "development",
+        "commit": git_commit(),
+        "seeds": seeds,
+        "rounds": Path(args.rounds).name,
+        "arms": arms,
+        "per_seed": results,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, json.dumps(doc, indent=1) + "\n")
+    print(json.dumps(arms, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
