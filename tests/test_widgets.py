@@ -378,7 +378,8 @@ def test_export_html_is_offline_and_embeds_links(tiny_run: Path, tmp_path: Path)
     assert all("_dom_classes" in s for s in html_models)
     flips = flips_df(tiny_run)
     helped = sorted(flips[flips["flip"] == "helped"]["qid"])
-    assert all(q in text for q in helped)
+    assert helped  # the tiny round helps questions: helped ones are rendered first, up to the cap
+    assert sum(q in text for q in helped) == min(len(helped), 6)
     assert "<script>alert" not in text
     assert all(t in state_txt for t in tools_df(tiny_run)["id"])
     assert FLIP_CLASSES[0] in text
