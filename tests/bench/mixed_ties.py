@@ -37,6 +37,11 @@ the kind. The measurements whose leave-one-out accuracy equals the best are its 
   other half, both ways: what a tie-break that knew the right tie would reach, without that
   optimism; where a kind's eval questions all come from one seed half, it is not scored).
 
+``frontier`` holds the same (gain, harmed) for unweighted votes of the shipped order's first ``k``
+ties answering where at least ``share`` of them agree (:data:`FRONTIER_VOTES` x
+:data:`FRONTIER_SHARES`; ``quorum`` is the point 9:0.7): whether any size and agreement of a vote
+gains more at less harm than the shipped branch.
+
 The gap between ``quorum`` and ``right_measurement_judged`` of ``mixed_ceiling`` is the search's
 selection loss; this bench shows whether it lies among the ties (a tie-break problem) or below
 them (the right measurement does not read the few rows best).
@@ -91,6 +96,10 @@ LEVELS = (
     "best_on_eval",
     "best_cross_eval",
 )
+#: The vote frontier: the first ``k`` ties in the shipped order (unweighted), answering where at
+#: least ``share`` of them name one option (``k`` of 10**6: every tie).
+FRONTIER_VOTES = (1, 3, 5, 9, 17, 33, 65, 10**6)
+FRONTIER_SHARES = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 #: Added noise, in units of a series' noise level (robust sd of first differences / sqrt 2).
 NOISE = 0.5
 #: Noisy copies of each train row.
@@ -200,6 +209,13 @@ def one_seed(seed: int) -> dict[str, Any]:
                 "best_cross_eval": _cross(preds, evk),
             }
             entry["levels"] = levels
+            entry["frontier"] = {
+                f"{k}:{share}": _score(
+                    _vote(preds[:k], share if min(k, len(preds)) > 1 else 1.0), evk
+                )
+                for k in FRONTIER_VOTES
+                for share in FRONTIER_SHARES
+            }
         out[kind] = entry
     return {"seed": seed, "kinds": out}
 
@@ -360,6 +376,24 @@ def main(argv: list[str] | None = None) -> int:
             for i, name in enumerate(("gain_pp", "harmed_pct"))
         }
         print(f"{level:13s} gain {levels[level]['gain_pp']} harmed {levels[level]['harmed_pct']}")
+    frontier = {
+        point: {
+            name: round(
+                statistics.fmean(
+                    100
+                    * sum(e["frontier"][point][i] for e in res["kinds"].values() if "frontier" in e)
+                    / n_ev
+                    for res in results
+                ),
+                2,
+            )
+            for i, name in enumerate(("gain_pp", "harmed_pct"))
+        }
+        for point in (f"{k}:{share}" for k in FRONTIER_VOTES for share in FRONTIER_SHARES)
+    }
+    for res in results:  # the frontier is kept in aggregate only
+        for e in res["kinds"].values():
+            e.pop("frontier", None)
     doc = {
         "bench": "mixed_ties",
         "label": "development",
@@ -376,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         "right_position_at_top": _quartiles([e["right_position"] for e in at_top] or [0]),
         "right_chosen": sum(e["right_position"] == 0 for e in ranked),
         "levels": levels,
+        "frontier": frontier,
         "seconds": round(time.perf_counter() - t0, 1),
         "per_seed": {str(r["seed"]): r["kinds"] for r in results},
     }
