@@ -31,8 +31,7 @@ from typing import Any
 
 from tests.bench import git_commit
 from tests.bench.mixed_ceiling import ROOT, _ms, answer, dispatched, plan_all
-from tests.bench.mixed_ties import _STATE, _measured
-from tsevo.data.synthetic import make_suite
+from tests.bench.mixed_ties import _STATE, _measured, _score, with_questions
 from tsevo.fileio import atomic_write_text
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.composite import Branch
@@ -42,11 +41,7 @@ SEEDS = (104, 105, 106, 107, 108, 109, 110, 111)
 
 def score(branches: Sequence[Branch], rows: Sequence[dict[str, Any]]) -> tuple[float, float]:
     """(gain, harmed) in pp of ``rows`` of the branches' answers over the base answerer."""
-    gain = harmed = 0
-    for r in rows:
-        a = answer(branches, r)
-        gain += int(a == r["gold"]) - int(r["base"] == r["gold"])
-        harmed += int(r["base"] == r["gold"] and a != r["gold"])
+    gain, harmed = _score([answer(branches, r) for r in rows], rows)
     n = max(len(rows), 1)
     return 100 * gain / n, 100 * harmed / n
 
@@ -59,17 +54,14 @@ def reconciled(branches: Sequence[Branch], val: Sequence[dict[str, Any]]) -> lis
         b = dispatched(branches, r)
         if b is None:
             continue
-        a = answer(branches, r)
+        a = answer([b], r)  # the branch the question went to, not a second dispatch
         helped[id(b)] = helped.get(id(b), 0) + int(a == r["gold"] and r["base"] != r["gold"])
         harmed[id(b)] = harmed.get(id(b), 0) + int(a != r["gold"] and r["base"] == r["gold"])
     return [b for b in branches if harmed.get(id(b), 0) < max(helped.get(id(b), 0), 1)]
 
 
 def one_seed(seed: int) -> dict[str, Any]:
-    rows = _measured(seed)
-    questions = {q.id: q for q in make_suite("mixed", seed=seed)}
-    for r in rows:
-        r["q"] = questions[r["id"]]
+    rows = with_questions(seed, _measured(seed))
     split = {s: [r for r in rows if r["split"] == s] for s in ("train", "val", "test")}
     branches, _, _ = plan_all(split["train"])
     kept = reconciled(branches, split["val"])

@@ -100,6 +100,7 @@ LEVELS = (
 #: least ``share`` of them name one option (``k`` of 10**6: every tie).
 FRONTIER_VOTES = (1, 3, 5, 9, 17, 33, 65, 10**6)
 FRONTIER_SHARES = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+FRONTIER = {f"{k}:{share}": (k, share) for k in FRONTIER_VOTES for share in FRONTIER_SHARES}
 #: Added noise, in units of a series' noise level (robust sd of first differences / sqrt 2).
 NOISE = 0.5
 #: Noisy copies of each train row.
@@ -210,11 +211,8 @@ def one_seed(seed: int) -> dict[str, Any]:
             }
             entry["levels"] = levels
             entry["frontier"] = {
-                f"{k}:{share}": _score(
-                    _vote(preds[:k], share if min(k, len(preds)) > 1 else 1.0), evk
-                )
-                for k in FRONTIER_VOTES
-                for share in FRONTIER_SHARES
+                point: _score(_vote(preds[:k], share if min(k, len(preds)) > 1 else 1.0), evk)
+                for point, (k, share) in FRONTIER.items()
             }
         out[kind] = entry
     return {"seed": seed, "kinds": out}
@@ -333,10 +331,16 @@ def measured_seeds(
     with forked_pool(args.workers) as pool:
         parts = dict(zip([*fit, *evs], pool.map(_measured, [*fit, *evs]), strict=True))
     for s in fit:
-        questions = {q.id: q for q in make_suite("mixed", seed=s)}
-        for r in parts[s]:
-            r["q"] = questions[r["id"]]
+        with_questions(s, parts[s])
     return args, fit, evs, parts
+
+
+def with_questions(seed: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` (one seed's measurements), each with its question attached (``"q"``)."""
+    questions = {q.id: q for q in make_suite("mixed", seed=seed)}
+    for r in rows:
+        r["q"] = questions[r["id"]]
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -362,34 +366,26 @@ def main(argv: list[str] | None = None) -> int:
     ranked = [e for e in cases if e["right_ranked"]]
     at_top = [e for e in ranked if e["right_at_top"]]
     levels: dict[str, dict[str, Any]] = {}
+
+    def per_seed(field: str, point: str, i: int) -> list[float]:
+        """Each fit seed's gain (``i`` 0) or harm (1) of one level or frontier point, pp of eval."""
+        return [
+            100 * sum(e[field][point][i] for e in res["kinds"].values() if field in e) / n_ev
+            for res in results
+        ]
+
     for level in LEVELS:
         levels[level] = {
-            name: _ms(
-                [
-                    100
-                    * sum(e["levels"][level][i] for e in res["kinds"].values() if "levels" in e)
-                    / n_ev
-                    for res in results
-                ],
-                digits=2,
-            )
+            name: _ms(per_seed("levels", level, i), digits=2)
             for i, name in enumerate(("gain_pp", "harmed_pct"))
         }
         print(f"{level:13s} gain {levels[level]['gain_pp']} harmed {levels[level]['harmed_pct']}")
     frontier = {
         point: {
-            name: round(
-                statistics.fmean(
-                    100
-                    * sum(e["frontier"][point][i] for e in res["kinds"].values() if "frontier" in e)
-                    / n_ev
-                    for res in results
-                ),
-                2,
-            )
+            name: round(statistics.fmean(per_seed("frontier", point, i)), 2)
             for i, name in enumerate(("gain_pp", "harmed_pct"))
         }
-        for point in (f"{k}:{share}" for k in FRONTIER_VOTES for share in FRONTIER_SHARES)
+        for point in FRONTIER
     }
     for res in results:  # the frontier is kept in aggregate only
         for e in res["kinds"].values():
