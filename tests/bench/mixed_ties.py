@@ -24,7 +24,10 @@ the kind. The measurements whose leave-one-out accuracy equals the best are its 
   ``most_variants`` (the primitive with the most tied variants), ``most_central`` (the tie that
   agrees most with the others on the kind's eval questions, read without their labels),
   ``most_central_train`` (the same on about 60 train series of the seed, every kind's, read as if
-  asked the kind's question: inputs a planner has), ``most_stable`` (the tie that reads the
+  asked the kind's question: inputs a planner has), ``most_shared`` (the tie that also ties on
+  most of the kind's related kinds, those whose tie sets overlap its own far beyond chance: kinds
+  that ask about one property in other words or options share its measurement, see
+  :func:`_shared_ties`), ``most_stable`` (the tie that reads the
   kind's own train rows right most often when each row's series get small added noise, three
   copies each at ``NOISE`` times the series' noise level estimated from first differences: a
   reading that holds under a perturbation the answer does not depend on, from train inputs
@@ -40,7 +43,9 @@ the kind. The measurements whose leave-one-out accuracy equals the best are its 
 ``frontier`` holds the same (gain, harmed) for unweighted votes of the shipped order's first ``k``
 ties answering where at least ``share`` of them agree (:data:`FRONTIER_VOTES` x
 :data:`FRONTIER_SHARES`; ``quorum`` is the point 9:0.7): whether any size and agreement of a vote
-gains more at less harm than the shipped branch.
+gains more at less harm than the shipped branch. ``frontier_stable`` holds the same votes with the
+ties in stability order (most stable first, the shipped order breaking ties): whether choosing a
+vote's members by stability, rather than weighting them by it, moves the line.
 
 The gap between ``quorum`` and ``right_measurement_judged`` of ``mixed_ceiling`` is the search's
 selection loss; this bench shows whether it lies among the ties (a tie-break problem) or below
@@ -61,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import hypergeom
 
 from tests.bench import git_commit
 from tests.bench.mixed_ceiling import (
@@ -91,6 +97,7 @@ LEVELS = (
     "most_variants",
     "most_central",
     "most_central_train",
+    "most_shared",
     "most_stable",
     "stable_quorum",
     "best_on_eval",
@@ -105,6 +112,8 @@ FRONTIER = {f"{k}:{share}": (k, share) for k in FRONTIER_VOTES for share in FRON
 NOISE = 0.5
 #: Noisy copies of each train row.
 COPIES = 3
+#: Two kinds' tie sets overlapping with a hypergeometric tail below this make them related.
+RELATED_P = 1e-3
 #: Filled before a pool forks: its workers inherit it, nothing is pickled.
 _STATE: dict[str, Any] = {}
 
@@ -155,6 +164,7 @@ def one_seed(seed: int) -> dict[str, Any]:
     for r in train:
         by_kind[r["kind"]].append(r)
     out: dict[str, Any] = {}
+    tied: dict[str, tuple[list[Any], list[Any], list[dict[str, Any]]]] = {}
     for kind, rows in sorted(by_kind.items()):
         ex = _examples(rows)
         if len(ex) < settings.min_rows:
@@ -169,8 +179,7 @@ def one_seed(seed: int) -> dict[str, Any]:
         pick = picks.get(kind)
         pos = names.index(pick) if pick in names else None
         current = sum(bool(e.record.correct) for e in ex)
-        served = top >= settings.bar and round(top * len(ex)) - current >= settings.min_gain
-        entry: dict[str, Any] = {
+        out[kind] = {
             "rows": len(ex),
             "top_cv": round(top, 4),
             "ties": len(ties),
@@ -178,44 +187,94 @@ def one_seed(seed: int) -> dict[str, Any]:
             "right_ranked": pos is not None,
             "right_at_top": pos is not None and ranked[pos].cv_acc >= top - 1e-9,
             "right_position": pos,
-            "served": served,
+            "served": top >= settings.bar and round(top * len(ex)) - current >= settings.min_gain,
         }
+        tied[kind] = (ties, ex, rows)
+    shared = _shared_ties({k: (v[0], out[k]["ranked"]) for k, v in tied.items()})
+    for kind, (ties, ex, rows) in tied.items():
         evk = ev.get(kind, [])
-        if served and evk:
-            preds = _readings(ties, evk)
-            peers = preds[: settings.peers + 1]
-            stab = _stability(ties, ex, f"{seed}:{kind}")
-            steady = sorted(range(len(ties)), key=lambda i: (-stab[i], i))
-            steady_peers = [preds[i] for i in steady[: settings.peers + 1]]
-            scores = [_score(p, evk) for p in preds]
-            levels: dict[str, tuple[float, float]] = {
-                "first": _score(preds[0], evk),
-                "quorum": _score(_vote(peers, settings.quorum if len(peers) > 1 else 1.0), evk),
-                "vote_all": _score(_vote(preds, 0.0), evk),
-                "random": (
-                    statistics.fmean(g for g, _ in scores),
-                    statistics.fmean(h for _, h in scores),
-                ),
-                "widest_gap": _score(preds[_argmax([t.separation for t in ties])], evk),
-                "most_variants": _score(preds[_argmax(_variants(ties))], evk),
-                "most_central": _score(preds[_argmax(_centrality(preds))], evk),
-                "most_central_train": _score(
-                    preds[_argmax(_centrality(_on_others(ties, rows)))], evk
-                ),
-                "most_stable": _score(preds[steady[0]], evk),
-                "stable_quorum": _score(
-                    _vote(steady_peers, settings.quorum if len(steady_peers) > 1 else 1.0), evk
-                ),
-                "best_on_eval": max(scores, key=lambda gh: (gh[0], -gh[1])),
-                "best_cross_eval": _cross(preds, evk),
-            }
-            entry["levels"] = levels
-            entry["frontier"] = {
-                point: _score(_vote(preds[:k], share if min(k, len(preds)) > 1 else 1.0), evk)
-                for point, (k, share) in FRONTIER.items()
-            }
-        out[kind] = entry
+        if out[kind]["served"] and evk:
+            out[kind].update(_levels(ties, ex, rows, evk, shared[kind], f"{seed}:{kind}", settings))
     return {"seed": seed, "kinds": out}
+
+
+def _levels(
+    ties: Sequence[Any],
+    ex: Sequence[Any],
+    rows: Sequence[dict[str, Any]],
+    evk: Sequence[dict[str, Any]],
+    shared: Sequence[float],
+    tag: str,
+    settings: KindPlanSettings,
+) -> dict[str, Any]:
+    """One served kind's (gain, harmed) per level and per frontier point, in both tie orders."""
+    preds = _readings(ties, evk)
+    peers = preds[: settings.peers + 1]
+    stab = _stability(ties, ex, tag)
+    steady = sorted(range(len(ties)), key=lambda i: (-stab[i], i))
+    by_stability = [preds[i] for i in steady]
+    scores = [_score(p, evk) for p in preds]
+    levels: dict[str, tuple[float, float]] = {
+        "first": _score(preds[0], evk),
+        "quorum": _score(_vote(peers, settings.quorum if len(peers) > 1 else 1.0), evk),
+        "vote_all": _score(_vote(preds, 0.0), evk),
+        "random": (
+            statistics.fmean(g for g, _ in scores),
+            statistics.fmean(h for _, h in scores),
+        ),
+        "widest_gap": _score(preds[_argmax([t.separation for t in ties])], evk),
+        "most_variants": _score(preds[_argmax(_variants(ties))], evk),
+        "most_central": _score(preds[_argmax(_centrality(preds))], evk),
+        "most_central_train": _score(preds[_argmax(_centrality(_on_others(ties, rows)))], evk),
+        "most_shared": _score(preds[_argmax(shared)], evk),
+        "most_stable": _score(by_stability[0], evk),
+        "stable_quorum": _score(
+            _vote(by_stability[: settings.peers + 1], settings.quorum if len(peers) > 1 else 1.0),
+            evk,
+        ),
+        "best_on_eval": max(scores, key=lambda gh: (gh[0], -gh[1])),
+        "best_cross_eval": _cross(preds, evk),
+    }
+    return {
+        "levels": levels,
+        "frontier": _frontier(preds, evk),
+        "frontier_stable": _frontier(by_stability, evk),
+    }
+
+
+def _frontier(preds: Sequence[Sequence[int]], evk: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """(gain, harmed) of the vote of the first ``k`` of ``preds`` at each :data:`FRONTIER` point."""
+    return {
+        point: _score(_vote(preds[:k], share if min(k, len(preds)) > 1 else 1.0), evk)
+        for point, (k, share) in FRONTIER.items()
+    }
+
+
+def _shared_ties(tied: dict[str, tuple[Sequence[Any], int]]) -> dict[str, list[float]]:
+    """Per kind and tie, the share of the kind's related kinds where the same measurement ties too.
+
+    Two kinds are related when their tie sets overlap far beyond chance (hypergeometric tail below
+    :data:`RELATED_P`, out of the larger of their ranked catalogs): kinds asking about one property
+    in other words or options tie on its measurement, while a fluke ties on a kind by chance.
+    Legitimate at planning time: only train rows are read.
+    """
+    names = {k: {t.spec.describe(t.key) for t in ties} for k, (ties, _) in tied.items()}
+    out = {}
+    for a, (ties, n_a) in tied.items():
+        related = [
+            b
+            for b, (_, n_b) in tied.items()
+            if b != a
+            and hypergeom.sf(
+                len(names[a] & names[b]) - 1, max(n_a, n_b), len(names[a]), len(names[b])
+            )
+            < RELATED_P
+        ]
+        out[a] = [
+            sum(t.spec.describe(t.key) in names[b] for b in related) / max(1, len(related))
+            for t in ties
+        ]
+    return out
 
 
 def _argmax(xs: Sequence[float]) -> int:
@@ -380,16 +439,20 @@ def main(argv: list[str] | None = None) -> int:
             for i, name in enumerate(("gain_pp", "harmed_pct"))
         }
         print(f"{level:13s} gain {levels[level]['gain_pp']} harmed {levels[level]['harmed_pct']}")
-    frontier = {
-        point: {
-            name: round(statistics.fmean(per_seed("frontier", point, i)), 2)
-            for i, name in enumerate(("gain_pp", "harmed_pct"))
+    frontiers = {
+        field: {
+            point: {
+                name: round(statistics.fmean(per_seed(field, point, i)), 2)
+                for i, name in enumerate(("gain_pp", "harmed_pct"))
+            }
+            for point in FRONTIER
         }
-        for point in FRONTIER
+        for field in ("frontier", "frontier_stable")
     }
-    for res in results:  # the frontier is kept in aggregate only
+    for res in results:  # the frontiers are kept in aggregate only
         for e in res["kinds"].values():
             e.pop("frontier", None)
+            e.pop("frontier_stable", None)
     doc = {
         "bench": "mixed_ties",
         "label": "development",
@@ -406,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         "right_position_at_top": _quartiles([e["right_position"] for e in at_top] or [0]),
         "right_chosen": sum(e["right_position"] == 0 for e in ranked),
         "levels": levels,
-        "frontier": frontier,
+        **frontiers,
         "seconds": round(time.perf_counter() - t0, 1),
         "per_seed": {str(r["seed"]): r["kinds"] for r in results},
     }
@@ -414,11 +477,17 @@ def main(argv: list[str] | None = None) -> int:
         f"ties per kind-seed: median {doc['ties']['median']}; right measurement at the top in "
         f"{len(at_top)} of {len(ranked)}, chosen in {doc['right_chosen']}"
     )
-    out = Path(args.out)
+    write_doc(args.out, doc)
+    return 0
+
+
+def write_doc(path: str, doc: dict[str, Any]) -> Path:
+    """Write a diagnostic's JSON atomically (floats as such) and say where."""
+    out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, json.dumps(doc, indent=1, default=float) + "\n")
     print(f"-> {out}")
-    return 0
+    return out
 
 
 if __name__ == "__main__":
