@@ -31,8 +31,7 @@ from typing import Any
 
 from tests.bench import git_commit
 from tests.bench.mixed_ceiling import ROOT, _ms, answer, dispatched, plan_all
-from tests.bench.mixed_ties import _STATE, _measured, _score, with_questions
-from tsevo.fileio import atomic_write_text
+from tests.bench.mixed_ties import _STATE, _measured, _score, with_questions, write_doc
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.composite import Branch
 
@@ -116,10 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         "per_seed": results,
         "seconds": round(time.perf_counter() - t0, 1),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, json.dumps(doc, indent=1) + "\n")
     print(json.dumps(arms, indent=1))
+    write_doc(args.out, doc)
     return 0
 
 

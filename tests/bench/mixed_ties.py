@@ -60,7 +60,7 @@ import json
 import pickle
 import statistics
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -69,12 +69,12 @@ import numpy as np
 from scipy.stats import hypergeom
 
 from tests.bench import git_commit
+from tests.bench.kind_search import KindTies, by_kind, full_planner, kind_ties
 from tests.bench.mixed_ceiling import (
     EVAL_SEEDS,
     FIT_SEEDS,
     ROOT,
     _capacity_pick,
-    _examples,
     _ms,
     measure_seed,
 )
@@ -83,9 +83,7 @@ from tsevo.fileio import atomic_write_text
 from tsevo.library.reading import apply_rule
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.kindplan import KindPlanSettings
-from tsevo.roles.builtin.kinds import KindIndex
 from tsevo.roles.builtin.measure import SpecCache
-from tsevo.roles.builtin.planner import MeasurementPlanner
 from tsevo.roles.builtin.stability import noisy_copy, read_right
 
 LEVELS = (
@@ -108,6 +106,8 @@ LEVELS = (
 FRONTIER_VOTES = (1, 3, 5, 9, 17, 33, 65, 10**6)
 FRONTIER_SHARES = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 FRONTIER = {f"{k}:{share}": (k, share) for k in FRONTIER_VOTES for share in FRONTIER_SHARES}
+#: The shipped branch (its measurement, ``peers`` ties and ``quorum``) as a frontier point.
+QUORUM = f"{KindPlanSettings().peers + 1}:{KindPlanSettings().quorum}"
 #: Added noise, in units of a series' noise level (robust sd of first differences / sqrt 2).
 NOISE = 0.5
 #: Noisy copies of each train row.
@@ -158,43 +158,35 @@ def one_seed(seed: int) -> dict[str, Any]:
     """Ties, the capacity measurement's place among them and each level's (gain, harmed) per kind."""
     train, ev, picks = _STATE["train"][seed], _STATE["ev"], _STATE["picks"]
     settings = KindPlanSettings()
-    ranker = MeasurementPlanner()
-    ranker.top_k = ranker.few_top_k = 1_000_000  # every measurement is ranked
-    by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in train:
-        by_kind[r["kind"]].append(r)
+    ranker = full_planner(train)
     out: dict[str, Any] = {}
-    tied: dict[str, tuple[list[Any], list[Any], list[dict[str, Any]]]] = {}
-    for kind, rows in sorted(by_kind.items()):
-        ex = _examples(rows)
-        if len(ex) < settings.min_rows:
+    tied: dict[str, KindTies] = {}
+    for kind, rows in by_kind(train).items():
+        got = kind_ties(ranker, rows, settings)
+        if got is None:
             continue
-        words = frozenset().union(*(k.anchor for k in KindIndex(e.question for e in ex).kinds))
-        _, _, ranked = ranker.rank(ex, few=True, words=words)
-        if not ranked:
-            continue
-        top = ranked[0].cv_acc
-        ties = [r for r in ranked if r.cv_acc >= top - 1e-9]
-        names = [r.spec.describe(r.key) for r in ranked]
+        names = [r.spec.describe(r.key) for r in got.ranked]
         pick = picks.get(kind)
         pos = names.index(pick) if pick in names else None
-        current = sum(bool(e.record.correct) for e in ex)
+        top = got.ties[0].cv_acc
         out[kind] = {
-            "rows": len(ex),
+            "rows": len(got.ex),
             "top_cv": round(top, 4),
-            "ties": len(ties),
-            "ranked": len(ranked),
+            "ties": len(got.ties),
+            "ranked": len(got.ranked),
             "right_ranked": pos is not None,
-            "right_at_top": pos is not None and ranked[pos].cv_acc >= top - 1e-9,
+            "right_at_top": pos is not None and got.ranked[pos].cv_acc >= top - 1e-9,
             "right_position": pos,
-            "served": top >= settings.bar and round(top * len(ex)) - current >= settings.min_gain,
+            "served": got.served,
         }
-        tied[kind] = (ties, ex, rows)
-    shared = _shared_ties({k: (v[0], out[k]["ranked"]) for k, v in tied.items()})
-    for kind, (ties, ex, rows) in tied.items():
+        tied[kind] = got
+    shared = _shared_ties({k: (t.ties, len(t.ranked)) for k, t in tied.items()})
+    for kind, t in tied.items():
         evk = ev.get(kind, [])
-        if out[kind]["served"] and evk:
-            out[kind].update(_levels(ties, ex, rows, evk, shared[kind], f"{seed}:{kind}", settings))
+        if t.served and evk:
+            out[kind].update(
+                _levels(t.ties, t.ex, t.rows, evk, shared[kind], f"{seed}:{kind}", settings)
+            )
     return {"seed": seed, "kinds": out}
 
 
@@ -242,12 +234,17 @@ def _levels(
     }
 
 
-def _frontier(preds: Sequence[Sequence[int]], evk: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _frontier(
+    preds: Sequence[Sequence[int]],
+    evk: Sequence[dict[str, Any]],
+    points: Sequence[str] = tuple(FRONTIER),
+) -> dict[str, Any]:
     """(gain, harmed) of the vote of the first ``k`` of ``preds`` at each :data:`FRONTIER` point."""
-    return {
-        point: _score(_vote(preds[:k], share if min(k, len(preds)) > 1 else 1.0), evk)
-        for point, (k, share) in FRONTIER.items()
-    }
+    out = {}
+    for point in points:
+        k, share = FRONTIER[point]
+        out[point] = _score(_vote(preds[:k], share if min(k, len(preds)) > 1 else 1.0), evk)
+    return out
 
 
 def _shared_ties(tied: dict[str, tuple[Sequence[Any], int]]) -> dict[str, list[float]]:
@@ -366,16 +363,18 @@ def _quartiles(xs: Sequence[float]) -> dict[str, float]:
 
 
 def measured_seeds(
-    argv: list[str] | None, description: str, out: str
+    argv: list[str] | None, description: str, out: str, flags: Sequence[tuple[str, str]] = ()
 ) -> tuple[argparse.Namespace, list[int], list[int], dict[int, list[dict[str, Any]]]]:
     """The command line a development diagnostic on cached measurements shares, and the measurements.
 
-    Parses ``--fit-seeds``, ``--eval-seeds``, ``--cache``, ``--workers`` and ``--out`` (default
-    ``runs/bench/<out>``); measures every seed (:func:`_measured`, two workers by default) and
-    attaches each fit seed's question to its rows (``"q"``). Returns the arguments, the fit and
-    eval seeds, and the rows by seed.
+    Parses ``--fit-seeds``, ``--eval-seeds``, ``--cache``, ``--workers``, ``--out`` (default
+    ``runs/bench/<out>``) and the bench's own on/off ``flags`` (name, help); measures every seed
+    (:func:`_measured`, two workers by default) and attaches each fit seed's question to its rows
+    (``"q"``). Returns the arguments, the fit and eval seeds, and the rows by seed.
     """
     ap = argparse.ArgumentParser(description=description)
+    for flag, text in flags:
+        ap.add_argument(flag, action="store_true", help=text)
     ap.add_argument("--fit-seeds", default=",".join(map(str, FIT_SEEDS)))
     ap.add_argument("--eval-seeds", default=",".join(map(str, EVAL_SEEDS)))
     ap.add_argument("--cache", default="", help="folder for the measurements (reused when present)")
@@ -394,6 +393,16 @@ def measured_seeds(
     return args, fit, evs, parts
 
 
+def split_state(
+    parts: dict[int, list[dict[str, Any]]], fit: Sequence[int], evs: Sequence[int]
+) -> dict[str, list[dict[str, Any]]]:
+    """Set the fit seeds' train rows and the eval rows by kind for the workers; returns the latter."""
+    ev = by_kind([r for s in evs for r in parts[s]])
+    _STATE["ev"] = ev
+    _STATE["train"] = {s: [r for r in parts[s] if r["split"] == "train"] for s in fit}
+    return ev
+
+
 def with_questions(seed: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``rows`` (one seed's measurements), each with its question attached (``"q"``)."""
     questions = {q.id: q for q in make_suite("mixed", seed=seed)}
@@ -405,19 +414,11 @@ def with_questions(seed: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]
 def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     args, fit, evs, parts = measured_seeds(argv, __doc__.splitlines()[0], "mixed-ties.json")
-    ev: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for s in evs:
-        for r in parts[s]:
-            ev[r["kind"]].append(r)
-    fit_by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for s in fit:
-        for r in parts[s]:
-            fit_by_kind[r["kind"]].append(r)
+    fit_by_kind = by_kind([r for s in fit for r in parts[s]])
     _STATE["picks"] = {
         k: p[0] for k, rs in fit_by_kind.items() if (p := _capacity_pick(rs)) is not None
     }
-    _STATE["train"] = {s: [r for r in parts[s] if r["split"] == "train"] for s in fit}
-    _STATE["ev"] = ev
+    ev = split_state(parts, fit, evs)
     with forked_pool(args.workers) as pool:
         results = list(pool.map(one_seed, fit))
     n_ev = sum(len(v) for v in ev.values())

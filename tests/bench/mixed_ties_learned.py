@@ -18,13 +18,12 @@ sd over fit seeds): ``first`` and ``quorum`` (the shipped order's first tie, the
 ``learned_first`` (the model's first tie) and ``learned`` votes of its first ``k`` ties answering
 where ``share`` of them agree (the points of ``mixed_ties``' ``frontier``, to compare with it).
 
-About 20 minutes on 2 cores with the measurements cached (``--cache``, shared with
+About 10 minutes on 2 cores with the measurements cached (``--cache``, shared with
 ``mixed_ties``): every kind is ranked once per train row.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -34,43 +33,27 @@ from sklearn.feature_extraction import DictVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from tests.bench import git_commit
-from tests.bench.mixed_ceiling import _examples, _ms
+from tests.bench.kind_search import by_kind, full_planner, kind_ties, ties_of
+from tests.bench.mixed_ceiling import _ms
 from tests.bench.mixed_ties import (
     _STATE,
     FRONTIER,
+    QUORUM,
+    _frontier,
     _readings,
     _score,
     _stability,
-    _vote,
     measured_seeds,
+    split_state,
     write_doc,
 )
-from tsevo.data import QuestionView
 from tsevo.library.primitives import CATALOG
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.concepts import relevance
 from tsevo.roles.builtin.kindplan import KindPlanSettings
-from tsevo.roles.builtin.kinds import KindIndex
-from tsevo.roles.builtin.planner import MeasurementPlanner
 
 #: The learned order's votes scored: the frontier points of ``mixed_ties`` with 1-17 members.
 POINTS = tuple(p for p, (k, share) in FRONTIER.items() if k <= 17 and 0.6 <= share <= 0.8)
-
-
-def _planner(rows: Sequence[dict[str, Any]]) -> MeasurementPlanner:
-    """A planner ranking the whole catalog, its cache filled from the measured rows."""
-    planner = MeasurementPlanner()
-    planner.top_k = planner.few_top_k = 1_000_000
-    for r in rows:
-        fp = QuestionView.of(r["q"], r["id"]).fingerprint
-        for spec, vals in r["vals"].items():
-            planner.cache.data[(spec, fp)] = vals
-    return planner
-
-
-def _ties(planner: MeasurementPlanner, ex: Sequence[Any], words: frozenset[str]) -> list[Any]:
-    _, _, ranked = planner.rank(ex, few=True, words=words)
-    return [r for r in ranked if r.cv_acc >= ranked[0].cv_acc - 1e-9] if ranked else []
 
 
 def _features(
@@ -101,38 +84,25 @@ def one_seed(seed: int) -> dict[str, Any]:
     """Fit the tie model on the seed's left-out train rows; score its order on the eval seeds."""
     train, ev, primitives = _STATE["train"][seed], _STATE["ev"], _STATE["primitives"]
     settings = KindPlanSettings()
-    planner = _planner(train)
-    by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in train:
-        by_kind[r["kind"]].append(r)
+    planner = full_planner(train)
     x: list[dict[str, float]] = []
     y: list[int] = []
     w: list[float] = []
     served = {}
-    for kind, rows in sorted(by_kind.items()):
-        ex = _examples(rows)
-        if len(ex) < settings.min_rows:
+    for kind, rows in by_kind(train).items():
+        got = kind_ties(planner, rows, settings)
+        if got is None:
             continue
-        words = frozenset().union(*(k.anchor for k in KindIndex(e.question for e in ex).kinds))
-        ties = _ties(planner, ex, words)
-        if not ties:
-            continue
-        current = sum(bool(e.record.correct) for e in ex)
-        top = ties[0].cv_acc
-        if (
-            ev.get(kind)
-            and top >= settings.bar
-            and round(top * len(ex)) - current >= settings.min_gain
-        ):
-            feats = _features(ties, ex, words, f"{seed}:{kind}", primitives)
-            served[kind] = (feats, _readings(ties, ev[kind]))
-        for j in range(len(ex) if len(ex) >= 4 else 0):
-            rest = [*ex[:j], *ex[j + 1 :]]
-            inner = _ties(planner, rest, words)
+        if got.served and ev.get(kind):
+            feats = _features(got.ties, got.ex, got.words, f"{seed}:{kind}", primitives)
+            served[kind] = (feats, _readings(got.ties, ev[kind]))
+        for j in range(len(got.ex) if len(got.ex) >= 4 else 0):
+            rest = [*got.ex[:j], *got.ex[j + 1 :]]
+            inner = ties_of(planner.rank(rest, few=True, words=got.words)[2])
             right = [int(p[0] == rows[j]["gold"]) for p in _readings(inner, [rows[j]])]
             if len(set(right)) < 2:
                 continue  # every tie reads the row alike: nothing to learn from it
-            x += _features(inner, rest, words, f"{seed}:{kind}:{j}", primitives)
+            x += _features(inner, rest, got.words, f"{seed}:{kind}:{j}", primitives)
             y += right
             w += [1.0 / len(inner)] * len(inner)
     vec = DictVectorizer()
@@ -141,20 +111,13 @@ def one_seed(seed: int) -> dict[str, Any]:
     for kind, (feats, preds) in served.items():
         score = model.decision_function(vec.transform(feats))
         order = [preds[i] for i in sorted(range(len(preds)), key=lambda i: (-score[i], i))]
-        got = {
+        got_levels = {
             "first": _score(preds[0], ev[kind]),
-            "quorum": _score(
-                _vote(preds[: settings.peers + 1], settings.quorum if len(preds) > 1 else 1.0),
-                ev[kind],
-            ),
+            "quorum": _frontier(preds, ev[kind], [QUORUM])[QUORUM],
             "learned_first": _score(order[0], ev[kind]),
+            **{f"learned {p}": gh for p, gh in _frontier(order, ev[kind], POINTS).items()},
         }
-        for point in POINTS:
-            k, share = FRONTIER[point]
-            got[f"learned {point}"] = _score(
-                _vote(order[:k], share if min(k, len(order)) > 1 else 1.0), ev[kind]
-            )
-        for level, (gain, harmed) in got.items():
+        for level, (gain, harmed) in got_levels.items():
             levels[level][0] += gain
             levels[level][1] += harmed
     coefs = sorted(zip(model.coef_[0], vec.feature_names_, strict=True), key=lambda c: -abs(c[0]))
@@ -168,19 +131,14 @@ def one_seed(seed: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
-    argv = sys.argv[1:] if argv is None else argv
     args, fit, evs, parts = measured_seeds(
-        [a for a in argv if a != "--primitives"],
+        argv,
         __doc__.splitlines()[0],
         "mixed-ties-learned.json",
+        flags=[("--primitives", "each tie's primitive and catalog group as features too")],
     )
-    _STATE["primitives"] = "--primitives" in argv
-    ev: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for s in evs:
-        for r in parts[s]:
-            ev[r["kind"]].append(r)
-    _STATE["ev"] = ev
-    _STATE["train"] = {s: [r for r in parts[s] if r["split"] == "train"] for s in fit}
+    _STATE["primitives"] = args.primitives
+    ev = split_state(parts, fit, evs)
     with forked_pool(args.workers) as pool:
         results = list(pool.map(one_seed, fit))
     n_ev = sum(len(v) for v in ev.values())
