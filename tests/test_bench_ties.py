@@ -1,4 +1,4 @@
-"""The ties diagnostic's cross-kind tie-break (tests.bench.mixed_ties._shared_ties)."""
+"""The ties diagnostic: its cross-kind tie-break (tests.bench.mixed_ties._shared_ties) and crops."""
 
 from __future__ import annotations
 
@@ -29,3 +29,27 @@ def test_related_kinds_need_an_overlap_beyond_chance_in_the_catalog_ranked():
     keys = [f"m{i}" for i in range(8)]
     few = {"a": (_ties(*keys), 10), "b": (_ties(*keys), 10)}  # 8 of 10 ranked: chance
     assert _shared_ties(few) == {"a": [0.0] * 8, "b": [0.0] * 8}
+
+
+def test_a_cropped_copy_drops_only_the_end_of_every_series():
+    import numpy as np
+    import pytest
+
+    from tests.bench.kind_search import cropped_copy
+    from tsevo.data import Question, QuestionView
+
+    q = Question(
+        id="q", source="test", task="mixed", question="Which way does X trend?",
+        options=("upward", "downward"), series={"X": np.arange(200.0), "Y": np.arange(40.0)},
+        primary=("X",), covariates=("Y",), gold=0,
+    )  # fmt: skip
+    v = QuestionView.of(q, "v")
+    c = cropped_copy(v, 0.05)
+    assert np.array_equal(c.series["X"], np.arange(190.0))  # indices keep their place
+    assert np.array_equal(c.series["Y"], np.arange(38.0)) and len(v.series["X"]) == 200
+    assert c.fingerprint != v.fingerprint and (c.question, c.options) == (v.question, v.options)
+    assert c.fingerprint == cropped_copy(v, 0.05).fingerprint != cropped_copy(v, 0.1).fingerprint
+    assert len(cropped_copy(v, 0.999).series["Y"]) == 1  # never empty
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="crop share"):
+            cropped_copy(v, bad)

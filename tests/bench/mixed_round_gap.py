@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench import git_commit
+from tests.bench.kind_search import with_questions, write_doc
 from tests.bench.mixed_ceiling import ROOT, _ms, answer, dispatched, plan_all
-from tests.bench.mixed_ties import _STATE, _measured, _score, with_questions, write_doc
+from tests.bench.mixed_ties import _STATE, _measured, _score
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.composite import Branch
 

@@ -1,7 +1,7 @@
 """How a few-row search chooses among equally good measurements on ``mixed``, as JSON.
 
 ``python -m tests.bench.mixed_ties [--fit-seeds 104,105,106,107] [--eval-seeds 108,109,110,111]
-[--cache DIR] [--out runs/bench/mixed-ties.json]``
+[--cache DIR] [--crop] [--planned] [--out runs/bench/mixed-ties.json]``
 
 A diagnostic for issue 11 (development seeds only; it claims nothing about held-out performance).
 Per fit seed and true question kind (the generator's label, which no role sees), the planner's
@@ -47,6 +47,10 @@ gains more at less harm than the shipped branch. ``frontier_stable`` holds the s
 ties in stability order (most stable first, the shipped order breaking ties): whether choosing a
 vote's members by stability, rather than weighting them by it, moves the line.
 
+``--crop``: stability also reads each row without its last 2.5, 5 and 10% of points. ``--planned``:
+the ties of the kind planner's own search (concept groups first; :func:`.kind_search.kind_ties`)
+instead of the whole catalog's; ``right_*`` and ``most_shared`` then read only those ties.
+
 The gap between ``quorum`` and ``right_measurement_judged`` of ``mixed_ceiling`` is the search's
 selection loss; this bench shows whether it lies among the ties (a tie-break problem) or below
 them (the right measurement does not read the few rows best).
@@ -56,7 +60,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import pickle
 import statistics
 import time
@@ -69,7 +72,16 @@ import numpy as np
 from scipy.stats import hypergeom
 
 from tests.bench import git_commit
-from tests.bench.kind_search import KindTies, by_kind, full_planner, kind_ties
+from tests.bench.kind_search import (
+    CROP_STEPS,
+    KindTies,
+    by_kind,
+    cropped_copy,
+    full_planner,
+    kind_ties,
+    with_questions,
+    write_doc,
+)
 from tests.bench.mixed_ceiling import (
     EVAL_SEEDS,
     FIT_SEEDS,
@@ -78,8 +90,6 @@ from tests.bench.mixed_ceiling import (
     _ms,
     measure_seed,
 )
-from tsevo.data.synthetic import make_suite
-from tsevo.fileio import atomic_write_text
 from tsevo.library.reading import apply_rule
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.kindplan import KindPlanSettings
@@ -112,8 +122,11 @@ QUORUM = f"{KindPlanSettings().peers + 1}:{KindPlanSettings().quorum}"
 NOISE = 0.5
 #: Noisy copies of each train row.
 COPIES = 3
+#: ``--crop``: stability also reads copies without the last ``CROP`` x ``CROP_STEPS`` of the points.
+CROP = 0.05
 #: Two kinds' tie sets overlapping with a hypergeometric tail below this make them related.
 RELATED_P = 1e-3
+PLANNED = "ties of the kind planner's own search (concept groups first), not of the whole catalog"
 #: Filled before a pool forks: its workers inherit it, nothing is pickled.
 _STATE: dict[str, Any] = {}
 
@@ -158,11 +171,11 @@ def one_seed(seed: int) -> dict[str, Any]:
     """Ties, the capacity measurement's place among them and each level's (gain, harmed) per kind."""
     train, ev, picks = _STATE["train"][seed], _STATE["ev"], _STATE["picks"]
     settings = KindPlanSettings()
-    ranker = full_planner(train)
+    ranker = full_planner(train, whole=not _STATE.get("planned"))
     out: dict[str, Any] = {}
     tied: dict[str, KindTies] = {}
     for kind, rows in by_kind(train).items():
-        got = kind_ties(ranker, rows, settings)
+        got = kind_ties(ranker, rows, settings, planned=bool(_STATE.get("planned")))
         if got is None:
             continue
         names = [r.spec.describe(r.key) for r in got.ranked]
@@ -316,6 +329,8 @@ def _stability(ties: Sequence[Any], ex: Sequence[Any], tag: str) -> list[float]:
     """
     rng = np.random.default_rng(int(hashlib.sha256(tag.encode()).hexdigest()[:12], 16))
     copies = [(e.gold, noisy_copy(e.question, rng, NOISE)) for e in ex for _ in range(COPIES)]
+    if _STATE.get("crop"):
+        copies += [(e.gold, cropped_copy(e.question, CROP * k)) for e in ex for k in CROP_STEPS]
     return read_right(SpecCache(), ties, copies)  # ties share measurements: one memo
 
 
@@ -403,17 +418,11 @@ def split_state(
     return ev
 
 
-def with_questions(seed: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` (one seed's measurements), each with its question attached (``"q"``)."""
-    questions = {q.id: q for q in make_suite("mixed", seed=seed)}
-    for r in rows:
-        r["q"] = questions[r["id"]]
-    return rows
-
-
 def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
-    args, fit, evs, parts = measured_seeds(argv, __doc__.splitlines()[0], "mixed-ties.json")
+    flags = (("--crop", f"stability also on end-cropped copies ({CROP})"), ("--planned", PLANNED))
+    args, fit, evs, parts = measured_seeds(argv, __doc__.splitlines()[0], "mixed-ties.json", flags)
+    _STATE.update(crop=args.crop, planned=args.planned)
     fit_by_kind = by_kind([r for s in fit for r in parts[s]])
     _STATE["picks"] = {
         k: p[0] for k, rs in fit_by_kind.items() if (p := _capacity_pick(rs)) is not None
@@ -458,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
         "bench": "mixed_ties",
         "label": "development",
         "commit": git_commit(),
+        "crop": CROP if args.crop else 0.0,
+        "search": "planned" if args.planned else "whole catalog",
         "fit_seeds": fit,
         "eval_seeds": evs,
         "eval_questions": n_ev,
@@ -480,15 +491,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     write_doc(args.out, doc)
     return 0
-
-
-def write_doc(path: str, doc: dict[str, Any]) -> Path:
-    """Write a diagnostic's JSON atomically (floats as such) and say where."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, json.dumps(doc, indent=1, default=float) + "\n")
-    print(f"-> {out}")
-    return out
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from sklearn.feature_extraction import DictVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from tests.bench import git_commit
-from tests.bench.kind_search import by_kind, full_planner, kind_ties, ties_of
+from tests.bench.kind_search import by_kind, full_planner, kind_ties, ties_of, write_doc
 from tests.bench.mixed_ceiling import _ms
 from tests.bench.mixed_ties import (
     _STATE,
@@ -45,7 +45,6 @@ from tests.bench.mixed_ties import (
     _stability,
     measured_seeds,
     split_state,
-    write_doc,
 )
 from tsevo.library.primitives import CATALOG
 from tsevo.procs import forked_pool
