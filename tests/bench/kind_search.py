@@ -42,6 +42,7 @@ class KindTies:
     ranked: list[Any]
     ties: list[Any]
     served: bool  # the search's bar met, and ``min_gain`` rows recovered beyond the base answerer
+    source: str = "catalog"  # planned: options, tests, concepts or catalog
 
 
 #: A crop of ``f`` drops these multiples of ``f`` of each series' points from its end, a copy each.
@@ -107,14 +108,16 @@ def kind_ties(
     if planned:
         found = _search(planner, ex, words, replace(settings, peers=1_000_000), {})
         ranked = [found[0], *found[2]] if found is not None else []
+        source = found[1] if found is not None else ""
     else:
+        source = "catalog"
         _, _, ranked = planner.rank(ex, few=True, words=words)
     if not ranked:
         return None
     top = ranked[0].cv_acc
     current = sum(bool(e.record.correct) for e in ex)
     served = top >= settings.bar and round(top * len(ex)) - current >= settings.min_gain
-    return KindTies(rows, ex, words, ranked, ties_of(ranked), served)
+    return KindTies(rows, ex, words, ranked, ties_of(ranked), served, source)
 
 
 def with_questions(seed: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -191,6 +191,7 @@ def one_seed(seed: int) -> dict[str, Any]:
             "right_at_top": pos is not None and got.ranked[pos].cv_acc >= top - 1e-9,
             "right_position": pos,
             "served": got.served,
+            "source": got.source,
         }
         tied[kind] = got
     shared = _shared_ties({k: (t.ties, len(t.ranked)) for k, t in tied.items()})
