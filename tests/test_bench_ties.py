@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
+import pytest
+
+from tests.bench.kind_search import cropped_copy
 from tests.bench.mixed_ties import _shared_ties
+from tsevo.data import Question, QuestionView
 from tsevo.roles.builtin.measure import Spec
 
 
@@ -32,12 +37,6 @@ def test_related_kinds_need_an_overlap_beyond_chance_in_the_catalog_ranked():
 
 
 def test_a_cropped_copy_drops_only_the_end_of_every_series():
-    import numpy as np
-    import pytest
-
-    from tests.bench.kind_search import cropped_copy
-    from tsevo.data import Question, QuestionView
-
     q = Question(
         id="q", source="test", task="mixed", question="Which way does X trend?",
         options=("upward", "downward"), series={"X": np.arange(200.0), "Y": np.arange(40.0)},

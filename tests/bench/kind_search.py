@@ -65,8 +65,10 @@ def cropped_copy(view: QuestionView, share: float) -> QuestionView:
 
 
 def full_planner(rows: Sequence[dict[str, Any]], whole: bool = True) -> MeasurementPlanner:
-    """A planner ranking the whole catalog (``whole``; else the planner's screen), its cache filled
-    from the measured rows (no recompute)."""
+    """A planner with its cache filled from the measured rows (no recompute).
+
+    ``whole``: it ranks every measurement of the catalog; otherwise it keeps the planner's screen.
+    """
     planner = MeasurementPlanner()
     if whole:
         planner.top_k = planner.few_top_k = 1_000_000

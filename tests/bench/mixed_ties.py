@@ -126,6 +126,7 @@ COPIES = 3
 CROP = 0.05
 #: Two kinds' tie sets overlapping with a hypergeometric tail below this make them related.
 RELATED_P = 1e-3
+#: ``--planned``'s help.
 PLANNED = "ties of the kind planner's own search (concept groups first), not of the whole catalog"
 #: Filled before a pool forks: its workers inherit it, nothing is pickled.
 _STATE: dict[str, Any] = {}
@@ -171,11 +172,12 @@ def one_seed(seed: int) -> dict[str, Any]:
     """Ties, the capacity measurement's place among them and each level's (gain, harmed) per kind."""
     train, ev, picks = _STATE["train"][seed], _STATE["ev"], _STATE["picks"]
     settings = KindPlanSettings()
-    ranker = full_planner(train, whole=not _STATE.get("planned"))
+    planned = bool(_STATE.get("planned"))
+    ranker = full_planner(train, whole=not planned)
     out: dict[str, Any] = {}
     tied: dict[str, KindTies] = {}
     for kind, rows in by_kind(train).items():
-        got = kind_ties(ranker, rows, settings, planned=bool(_STATE.get("planned")))
+        got = kind_ties(ranker, rows, settings, planned=planned)
         if got is None:
             continue
         names = [r.spec.describe(r.key) for r in got.ranked]
@@ -215,14 +217,14 @@ def _levels(
 ) -> dict[str, Any]:
     """One served kind's (gain, harmed) per level and per frontier point, in both tie orders."""
     preds = _readings(ties, evk)
-    peers = preds[: settings.peers + 1]
     stab = _stability(ties, ex, tag)
     steady = sorted(range(len(ties)), key=lambda i: (-stab[i], i))
     by_stability = [preds[i] for i in steady]
+    frontier, frontier_stable = _frontier(preds, evk), _frontier(by_stability, evk)
     scores = [_score(p, evk) for p in preds]
     levels: dict[str, tuple[float, float]] = {
         "first": _score(preds[0], evk),
-        "quorum": _score(_vote(peers, settings.quorum if len(peers) > 1 else 1.0), evk),
+        "quorum": frontier[QUORUM],
         "vote_all": _score(_vote(preds, 0.0), evk),
         "random": (
             statistics.fmean(g for g, _ in scores),
@@ -234,18 +236,11 @@ def _levels(
         "most_central_train": _score(preds[_argmax(_centrality(_on_others(ties, rows)))], evk),
         "most_shared": _score(preds[_argmax(shared)], evk),
         "most_stable": _score(by_stability[0], evk),
-        "stable_quorum": _score(
-            _vote(by_stability[: settings.peers + 1], settings.quorum if len(peers) > 1 else 1.0),
-            evk,
-        ),
+        "stable_quorum": frontier_stable[QUORUM],
         "best_on_eval": max(scores, key=lambda gh: (gh[0], -gh[1])),
         "best_cross_eval": _cross(preds, evk),
     }
-    return {
-        "levels": levels,
-        "frontier": _frontier(preds, evk),
-        "frontier_stable": _frontier(by_stability, evk),
-    }
+    return {"levels": levels, "frontier": frontier, "frontier_stable": frontier_stable}
 
 
 def _frontier(
