@@ -24,6 +24,13 @@ the round falls in one class:
   or a deployed tool takes the wording of its train questions but not that of its test questions
   (``unserved_phrasing``).
 
+The classes are also counted per generator kind (``by_kind``) and listed per question
+(``by_question``). And every test question, right or wrong before, is put by what the train split
+held of its own phrasing (``by_phrasing``: the generator's template within its kind; recovered
+kinds follow phrasings): train errors in some bucket's support (``support_errors``), errors all held
+out (``held_out_errors``), train rows but no error (``no_errors``: nothing is planned for it), no
+train row at all (``unseen``); each by whether a tool ran on it and what it did.
+
 Also per seed: the planner's outcome for each recovered kind (``plan_outcomes``), the planned
 branches that repeat an earlier branch of their group exactly (``repeated_branches``: same
 measurements, rules and vote, e.g. pooled phrasings of one kind), the prefilter's
@@ -176,21 +183,29 @@ def errors_of_seed(seed: int, run: Path) -> dict[str, Any]:
                 if n is not None:
                     members.setdefault(n, Counter())[_flip(row)] += 1
     classes: Counter[str] = Counter()
+    kinds: dict[str, Counter[str]] = {}
+    of_question: dict[str, str] = {}
     for qid, row in test.iterrows():
         if bool(row["before_correct"]):
             continue
         q, rec = qs[str(qid)], final[str(qid)]
         if bool(row["after_correct"]):
-            classes["fixed"] += 1
+            cls = "fixed"
         elif rec["steps"]:
-            classes[_decision(rec) or "abstained"] += 1
+            cls = _decision(rec) or "abstained"
         elif reached[q.subtask]:
-            classes["reached_elsewhere"] += 1
+            cls = "reached_elsewhere"
         else:
-            classes[_unreached(q.subtask, by_kind, qs, train_ok, role, plans, deployed)] += 1
+            cls = _unreached(q.subtask, by_kind, qs, train_ok, role, plans, deployed)
+        classes[cls] += 1
+        of_question[str(qid)] = cls
+        kinds.setdefault(q.subtask, Counter())[cls] += 1
     return {
         "wrong_before": sum(classes.values()),
+        "by_phrasing": _by_phrasing(test, final, qs, train_ok, role),
         "classes": {c: classes.get(c, 0) for c in CLASSES},
+        "by_kind": {k: dict(sorted(v.items())) for k, v in sorted(kinds.items())},
+        "by_question": dict(sorted(of_question.items())),
         "plan_outcomes": dict(sorted(outcomes.items())),
         "planned_branches": len(plans),
         "repeated_branches": repeats,
@@ -199,6 +214,50 @@ def errors_of_seed(seed: int, run: Path) -> dict[str, Any]:
             k: dict(v) for k, v in sorted(members.items(), key=lambda x: int(x[0]))
         },
     }
+
+
+PHRASINGS = ("support_errors", "held_out_errors", "no_errors", "unseen")
+
+
+def _phrasing_class(q: Any, rows: list[tuple[bool, str | None]]) -> str:
+    """What the train split held of a test question's own phrasing (the generator's template)."""
+    if not rows:
+        return "unseen"
+    if all(ok for ok, _ in rows):
+        return "no_errors"
+    return (
+        "support_errors" if any(not ok and r == "support" for ok, r in rows) else "held_out_errors"
+    )
+
+
+def _by_phrasing(
+    test: pd.DataFrame,
+    final: dict[str, dict[str, Any]],
+    qs: dict[str, Any],
+    train_ok: dict[str, bool],
+    role: dict[str, str],
+) -> dict[str, dict[str, int]]:
+    """Every test question by what train held of its phrasing, and whether a tool ran and flipped it.
+
+    The phrasing is the generator's (``metadata["template"]`` within the kind): recovered kinds
+    follow phrasings, so a phrasing whose train rows held no error, or none in any bucket's support,
+    is one the planner never planned for. Outcomes: ``served_`` or ``unserved_`` (a tool ran on the
+    question or not) and ``helped`` / ``harmed`` / ``wrong`` / ``right``.
+    """
+    rows: dict[tuple[str, Any], list[tuple[bool, str | None]]] = {}
+    for qid, ok in train_ok.items():
+        q = qs[qid]
+        rows.setdefault((q.subtask, q.metadata.get("template")), []).append((ok, role.get(qid)))
+    out: dict[str, Counter[str]] = {c: Counter() for c in PHRASINGS}
+    for qid, row in test.iterrows():
+        q = qs[str(qid)]
+        cls = _phrasing_class(q, rows.get((q.subtask, q.metadata.get("template")), []))
+        served = "served_" if final[str(qid)]["steps"] else "unserved_"
+        out[cls][
+            served
+            + _flip(row).replace("right_to_right", "right").replace("wrong_to_wrong", "wrong")
+        ] += 1
+    return {c: dict(sorted(v.items())) for c, v in out.items()}
 
 
 def _unreached(
@@ -247,7 +306,13 @@ def main(argv: list[str] | None = None) -> int:
     plan: Counter[str] = Counter()
     pre: Counter[str] = Counter()
     members: dict[str, Counter[str]] = {}
+    kinds: dict[str, Counter[str]] = {}
+    phrasings: dict[str, Counter[str]] = {c: Counter() for c in PHRASINGS}
     for sd in seeds.values():
+        for k, v in sd["by_phrasing"].items():
+            phrasings[k].update(v)
+        for k, v in sd["by_kind"].items():
+            kinds.setdefault(k, Counter()).update(v)
         plan.update(sd["plan_outcomes"])
         pre.update(sd["prefilter"])
         for k, v in sd["replaced_by_members"].items():
@@ -258,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         "commit": doc.get("commit", ""),
         "wrong_before": sum(sd["wrong_before"] for sd in seeds.values()),
         "classes": {c: total.get(c, 0) for c in CLASSES},
+        "by_kind": {k: dict(sorted(v.items())) for k, v in sorted(kinds.items())},
+        "by_phrasing": {c: dict(sorted(v.items())) for c, v in phrasings.items()},
         "plan_outcomes": dict(sorted(plan.items())),
         "planned_branches": sum(sd["planned_branches"] for sd in seeds.values()),
         "repeated_branches": sum(sd["repeated_branches"] for sd in seeds.values()),
@@ -275,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"planned branches {result['planned_branches']}, repeating another: {result['repeated_branches']}"
     )
+    print("every test question by what train held of its phrasing:")
+    for c in PHRASINGS:
+        print(f"  {c:16s} {result['by_phrasing'][c]}")
     print(f"answered by a composite branch, by its vote's size: {result['replaced_by_members']}")
     print(f"plan outcomes {result['plan_outcomes']}; prefilter {result['prefilter']} -> {out}")
     return 0
