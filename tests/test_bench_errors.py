@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from tests.bench.mixed_errors import PHRASINGS, _by_phrasing
+from tests.bench.mixed_errors import PHRASINGS, _by_phrasing, served_everywhere
 
 
 def _q(kind: str, template: int) -> SimpleNamespace:
@@ -48,3 +48,29 @@ def test_each_test_question_is_classed_by_what_train_held_of_its_own_phrasing():
     assert out["held_out_errors"] == {"unserved_wrong": 1}
     # another kind's phrasing, and an unseen phrasing of a known kind, are both unseen
     assert out["unseen"] == {"unserved_wrong": 1, "unserved_right": 1}
+
+
+def test_serving_more_phrasings_is_projected_at_the_served_rates_and_the_bar_names_its_rates():
+    table = {
+        # served on phrasings with support errors: 6 of 10 wrong-before helped, 1 of 10 right harmed
+        "support_errors": {
+            "served_helped": 6,
+            "served_wrong": 4,
+            "served_harmed": 1,
+            "served_right": 9,
+            "unserved_wrong": 10,
+            "unserved_right": 10,
+        },
+        "held_out_errors": {"unserved_wrong": 5, "unserved_right": 5},
+        "no_errors": {"unserved_wrong": 20, "unserved_right": 30},
+        "unseen": {"unserved_wrong": 0, "unserved_right": 0},
+    }
+    out = served_everywhere(table)
+    assert (out["help_rate"], out["harm_rate"]) == (0.6, 0.1)
+    assert out["now"] == {"gain_pp": 5.0, "harmed_pct": 1.0}  # 100 questions: +6 -1
+    # with_errors: 15 more wrong-before at 0.6 (+9), 15 more right-before at 0.1 (-1.5)
+    assert out["with_errors"] == {"gain_pp": 12.5, "harmed_pct": 2.5}
+    # all: 20 + 30 more on top (+12, -3)
+    assert out["all"] == {"gain_pp": 21.5, "harmed_pct": 5.5}
+    # the bar over 55 right-before and 45 wrong-before: harm <= 2 of 55, help >= 27 of 45
+    assert out["bar_all"] == {"harm_rate_at_most": round(2 / 55, 4), "help_rate_at_least": 0.6}

@@ -46,6 +46,7 @@ import json
 import re
 import sys
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +261,64 @@ def _by_phrasing(
     return {c: dict(sorted(v.items())) for c, v in out.items()}
 
 
+def served_everywhere(by_phrasing: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+    """Gain and harm if more test questions were served as the served ones are now (a projection).
+
+    Unserved questions are helped (wrong before) and harmed (right before) at the rates that served
+    questions of ``support_errors`` phrasings were; ``with_errors`` serves every question of a
+    phrasing with train errors (``support_errors``, ``held_out_errors``), ``all`` every question.
+    It bounds what serving more phrasings can add while the branches read as they do now.
+    """
+    sup = by_phrasing["support_errors"]
+    helped, harmed = sup.get("served_helped", 0), sup.get("served_harmed", 0)
+    help_rate = helped / max(1, helped + sup.get("served_wrong", 0))
+    harm_rate = harmed / max(1, harmed + sup.get("served_right", 0))
+    pct = 100.0 / max(1, sum(sum(v.values()) for v in by_phrasing.values()))
+    now_help = sum(v.get("served_helped", 0) for v in by_phrasing.values())
+    now_harm = sum(v.get("served_harmed", 0) for v in by_phrasing.values())
+
+    def served(classes: Sequence[str]) -> dict[str, float]:
+        add_help = help_rate * sum(by_phrasing[c].get("unserved_wrong", 0) for c in classes)
+        add_harm = harm_rate * sum(by_phrasing[c].get("unserved_right", 0) for c in classes)
+        return {
+            "gain_pp": round((now_help + add_help - now_harm - add_harm) * pct, 2),
+            "harmed_pct": round((now_harm + add_harm) * pct, 2),
+        }
+
+    return {
+        "help_rate": round(help_rate, 4),
+        "harm_rate": round(harm_rate, 4),
+        "now": {
+            "gain_pp": round((now_help - now_harm) * pct, 2),
+            "harmed_pct": round(now_harm * pct, 2),
+        },
+        "with_errors": served(("support_errors", "held_out_errors")),
+        "all": served(PHRASINGS),
+        "bar_all": _bar_rates(by_phrasing),
+    }
+
+
+def _bar_rates(
+    by_phrasing: Mapping[str, Mapping[str, int]], gain: float = 0.25, harm: float = 0.02
+) -> dict[str, float]:
+    """The rates every question served would need for issue 11's bar (gain +25 pp, harm <= 2%)."""
+    right = sum(
+        v.get(k, 0)
+        for v in by_phrasing.values()
+        for k in ("served_right", "served_harmed", "unserved_right")
+    )
+    wrong = sum(
+        v.get(k, 0)
+        for v in by_phrasing.values()
+        for k in ("served_wrong", "served_helped", "unserved_wrong")
+    )
+    total = right + wrong
+    return {
+        "harm_rate_at_most": round(harm * total / max(1, right), 4),
+        "help_rate_at_least": round((gain + harm) * total / max(1, wrong), 4),
+    }
+
+
 def _unreached(
     kind: str,
     by_kind: dict[str, list[str]],
@@ -325,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         "classes": {c: total.get(c, 0) for c in CLASSES},
         "by_kind": {k: dict(sorted(v.items())) for k, v in sorted(kinds.items())},
         "by_phrasing": {c: dict(sorted(v.items())) for c, v in phrasings.items()},
+        "served_everywhere": served_everywhere(phrasings),
         "plan_outcomes": dict(sorted(plan.items())),
         "planned_branches": sum(sd["planned_branches"] for sd in seeds.values()),
         "repeated_branches": sum(sd["repeated_branches"] for sd in seeds.values()),
@@ -345,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     print("every test question by what train held of its phrasing:")
     for c in PHRASINGS:
         print(f"  {c:16s} {result['by_phrasing'][c]}")
+    print(f"served everywhere at the served rates (a projection): {result['served_everywhere']}")
     print(f"answered by a composite branch, by its vote's size: {result['replaced_by_members']}")
     print(f"plan outcomes {result['plan_outcomes']}; prefilter {result['prefilter']} -> {out}")
     return 0
