@@ -10,7 +10,7 @@ from tsevo.data import Question, QuestionView
 from tsevo.library.context import ToolInput
 from tsevo.library.reading import apply_rule
 from tsevo.library.sandbox import Sandbox
-from tsevo.library.tool import ReadingRule
+from tsevo.library.tool import ReadingRule, question_tokens, series_order
 from tsevo.roles.builtin.kinds import KindIndex, induce_kinds, masked_tokens, option_shape
 
 TREE = ReadingRule(
@@ -183,6 +183,29 @@ def test_kinds_recover_templates_from_wording():
     idx = KindIndex(qs)
     req, forb = idx.dispatch(idx.of["v4"])
     assert idx.matches(qs[3], req, forb) and not idx.matches(qs[0], req, forb)
+
+
+def test_kinds_tell_which_way_a_question_about_two_named_series_asks():
+    yn, names = ("Yes", "No"), ("ts1", "ts2")
+    qs = [
+        _view("1", "Does series 1 Granger-cause series 2?", yn, names),
+        _view("2", "Does series 1 Granger-cause series 2 ?", yn, names),
+        _view("3", "Does series 2 Granger-cause series 1?", yn, names),
+        _view("4", "Is series 2 a time-shifted copy of series 1?", yn, names),
+        _view("5", "Is series 2 a time-reversed copy of series 1?", yn, names),  # a slot
+    ]
+    assert series_order(qs[0].question) == "@12" and series_order(qs[2].question) == "@21"
+    assert series_order("Is Series B a shifted copy of Series A?") == "@ba"
+    assert series_order("Is this series a random walk?") == ""  # one series, no order
+    assert "@21" in question_tokens(qs[2].question) and "@21" not in question_tokens(qs[0].question)
+    # the same words in the same template: only the order sets the two Granger questions apart
+    assert question_tokens(qs[0].question) - {"@12"} == question_tokens(qs[2].question) - {"@21"}
+    idx = KindIndex(qs)
+    assert sorted(len(k.members) for k in idx.kinds) == [1, 2, 2]
+    req, forb = idx.dispatch(idx.of["v1"])
+    assert idx.matches(qs[1], req, forb) and not idx.matches(qs[2], req, forb)
+    req, forb = idx.dispatch(idx.of["v3"])
+    assert idx.matches(qs[2], req, forb) and not idx.matches(qs[0], req, forb)
 
 
 def test_composite_source_computes_what_the_planner_measured(sb):

@@ -16,6 +16,7 @@ __all__ = [
     "option_number",
     "options_kind",
     "question_tokens",
+    "series_order",
 ]
 
 Arity = Literal["any", "single", "dual", "candidates", "covariate"]
@@ -24,9 +25,34 @@ _NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 _TOKEN = re.compile(r"[a-z][a-z_]+")
 
 
+_SERIES_REF = re.compile(r"\b[Ss]eries\s+([0-9]{1,2}|[A-Z])\b")
+
+
+def series_order(text: str) -> str:
+    """Which of two or more series named by number or capital letter the text names first.
+
+    ``"@21"`` for "Does series 2 Granger-cause series 1?", ``"@12"`` for the reverse, ``"@ab"`` for
+    "Series A ... Series B"; ``""`` when fewer than two distinct series are named. The word tokens
+    of both questions are the same set, and numbers are masked out, so without it a matcher could
+    not tell which way such a question asks.
+    """
+    ids: list[str] = []
+    for m in _SERIES_REF.finditer(text):
+        i = m.group(1).lower()
+        if i not in ids:
+            ids.append(i)
+    return "@" + "".join(ids) if len(ids) >= 2 else ""
+
+
 def question_tokens(text: str) -> frozenset[str]:
-    """Lower-case word tokens of a question text, numbers masked out (what matchers read)."""
-    return frozenset(_TOKEN.findall(text.lower()))
+    """Lower-case word tokens of a question text, numbers masked out (what matchers read).
+
+    One more token says which way a question about named series asks (:func:`series_order`):
+    ``@21`` when series 2 is named before series 1.
+    """
+    words = _TOKEN.findall(text.lower())
+    order = series_order(text)
+    return frozenset([*words, order] if order else words)
 
 
 def as_tuple(v: Any) -> tuple[Any, ...]:

@@ -5,13 +5,14 @@ questions each. The builtin roles recover the kinds without labels, ids or metad
 role sees (:class:`~tsevo.data.QuestionView`):
 
 1. **Mask** the question text (not its context): lower-case word tokens, numbers become ``#`` and the names of the
-   question's own series (``A``, ``B``, ``X``, ``Series 1``...) become ``@``.
+   question's own series (``A``, ``B``, ``X``, ``Series 1``...) become ``@``; a question that names two
+   series by number or letter ends with the order it names them in (``@21``: series 2 first).
 2. **Shape** the options: ``candidate`` (options name candidate series), ``numeric`` (options are
    numbers, with the words they carry: ``numeric:seconds``) or the sorted set of normalized option
    texts (``label``).
 3. **Recover templates**: masked texts of the same length and option shape that differ in at most
-   one position in eight are one template, the differing positions being its slots (union-find
-   over pairs). A kind is a template plus its option shape.
+   one position in eight, the series order not among them, are one template, the differing
+   positions being its slots (union-find over pairs). A kind is a template plus its option shape.
 
 Each kind carries the tokens every member shares (``anchor``): a composite tool dispatches its
 branches on them (``ctx.question_tokens()``), so a branch fires exactly on questions whose wording
@@ -30,7 +31,7 @@ from typing import Any, Protocol
 
 from tsevo.data import QuestionView
 from tsevo.library.reading import norm_label, option_number
-from tsevo.library.tool import options_kind, question_tokens
+from tsevo.library.tool import options_kind, question_tokens, series_order
 
 __all__ = [
     "Kind",
@@ -97,7 +98,8 @@ def masked_tokens(q: Worded) -> tuple[str, ...]:
             out.append("@")
         else:
             out.append(w)
-    return tuple(out)
+    order = series_order(q.question)  # "series 2 ... series 1" is not "series 1 ... series 2"
+    return (*out, order) if order else tuple(out)
 
 
 def option_shape(q: Worded) -> str:
@@ -146,10 +148,17 @@ class Kind:
 
 
 def _close(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether two masked texts are one template: at most one position in eight differs.
+
+    The order in which a question names two series is never a slot: "does series 2 Granger-cause
+    series 1?" asks the reverse of "does series 1 Granger-cause series 2?".
+    """
     if len(a) != len(b):
         return False
-    diff = sum(x != y for x, y in zip(a, b, strict=True))
-    return diff <= max(1, len(a) // 8)
+    diff = [w for x, y in zip(a, b, strict=True) if x != y for w in (x, y)]
+    if any(len(w) > 1 and w.startswith("@") for w in diff):
+        return False  # the series order (``series_order``) differs
+    return len(diff) <= 2 * max(1, len(a) // 8)
 
 
 def induce_kinds(questions: Iterable[Worded]) -> list[Kind]:
