@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from tsevo.data import Question, QuestionView
+from tsevo.library._scope import series_order
 from tsevo.library.context import ToolInput
 from tsevo.library.reading import apply_rule
 from tsevo.library.sandbox import Sandbox
-from tsevo.library.tool import ReadingRule, question_tokens, series_order
+from tsevo.library.tool import ReadingRule, question_tokens
 from tsevo.roles.builtin.kinds import KindIndex, induce_kinds, masked_tokens, option_shape
 
 TREE = ReadingRule(

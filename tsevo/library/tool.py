@@ -25,16 +25,7 @@ from typing import Any, Literal, get_args
 
 from tsevo.hashing import canonical_json
 
-from ._scope import (
-    Arity,
-    Matcher,
-    Scope,
-    as_tuple,
-    merge_scopes,
-    options_kind,
-    question_tokens,
-    series_order,
-)
+from ._scope import Arity, Matcher, Scope, as_tuple, merge_scopes, options_kind, question_tokens
 from ._tree import (
     TREE_DEPTH,
     TREE_FEATURES,
@@ -62,7 +53,6 @@ __all__ = [
     "merge_scopes",
     "options_kind",
     "question_tokens",
-    "series_order",
 ]
 
 ArtifactKind = Literal["tool", "usage_guidance", "prompt_patch", "scope_override", "tombstone"]

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tsevo.data import QuestionView
+from tsevo.library._scope import series_order
 from tsevo.library.reading import norm_label, option_number
-from tsevo.library.tool import options_kind, question_tokens, series_order
+from tsevo.library.tool import options_kind, question_tokens
 
 __all__ = [
     "Kind",
