@@ -156,10 +156,10 @@ def _close(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     """
     if len(a) != len(b):
         return False
-    diff = [w for x, y in zip(a, b, strict=True) if x != y for w in (x, y)]
-    if any(len(w) > 1 and w.startswith("@") for w in diff):
+    diff = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+    if any(len(w) > 1 and w.startswith("@") for xy in diff for w in xy):
         return False  # the series order (``series_order``) differs
-    return len(diff) <= 2 * max(1, len(a) // 8)
+    return len(diff) <= max(1, len(a) // 8)
 
 
 def induce_kinds(questions: Iterable[Worded]) -> list[Kind]:
