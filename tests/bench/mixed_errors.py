@@ -220,8 +220,11 @@ def errors_of_seed(seed: int, run: Path) -> dict[str, Any]:
 PHRASINGS = ("support_errors", "held_out_errors", "no_errors", "unseen")
 
 
-def _phrasing_class(q: Any, rows: list[tuple[bool, str | None]]) -> str:
-    """What the train split held of a test question's own phrasing (the generator's template)."""
+def _train_held(rows: Sequence[tuple[bool, str | None]]) -> str:
+    """What train held of a group of questions (a kind or a phrasing): one of :data:`PHRASINGS`.
+
+    ``rows`` are the group's train questions as (answered right before, bucket role or None).
+    """
     if not rows:
         return "unseen"
     if all(ok for ok, _ in rows):
@@ -229,6 +232,10 @@ def _phrasing_class(q: Any, rows: list[tuple[bool, str | None]]) -> str:
     return (
         "support_errors" if any(not ok and r == "support" for ok, r in rows) else "held_out_errors"
     )
+
+
+#: A flip's name in the phrasing table (no question changes between two right or two wrong answers).
+_OUTCOME = {"right_to_right": "right", "wrong_to_wrong": "wrong"}
 
 
 def _by_phrasing(
@@ -252,12 +259,10 @@ def _by_phrasing(
     out: dict[str, Counter[str]] = {c: Counter() for c in PHRASINGS}
     for qid, row in test.iterrows():
         q = qs[str(qid)]
-        cls = _phrasing_class(q, rows.get((q.subtask, q.metadata.get("template")), []))
+        cls = _train_held(rows.get((q.subtask, q.metadata.get("template")), []))
         served = "served_" if final[str(qid)]["steps"] else "unserved_"
-        out[cls][
-            served
-            + _flip(row).replace("right_to_right", "right").replace("wrong_to_wrong", "wrong")
-        ] += 1
+        flip = _flip(row)
+        out[cls][served + _OUTCOME.get(flip, flip)] += 1
     return {c: dict(sorted(v.items())) for c, v in out.items()}
 
 
@@ -329,10 +334,10 @@ def _unreached(
     deployed: list[Any],
 ) -> str:
     train = [qs[i] for i in by_kind[kind] if i in train_ok]
-    errors = [q for q in train if not train_ok[q.id]]
-    if not errors:
+    held = _train_held([(train_ok[q.id], role.get(q.id)) for q in train])
+    if held in ("unseen", "no_errors"):
         return "no_train_errors"
-    if not any(role.get(q.id) == "support" for q in errors):
+    if held == "held_out_errors":
         return "held_out_only"
 
     def takes(b: Branch) -> bool:
