@@ -10,7 +10,7 @@ import numpy as np
 from tsevo.data import Question, QuestionView
 from tsevo.roles.builtin import MeasurementPlanner
 from tsevo.roles.builtin.kindplan import KindPlanSettings, _siblings, plan_kinds
-from tsevo.roles.builtin.kinds import KindIndex
+from tsevo.roles.builtin.kinds import KindIndex, generic_shape
 from tsevo.roles.protocols import Dossier, Example
 
 YN = ("Yes", "No")
@@ -165,3 +165,28 @@ def test_given_kinds_replace_the_recovered_ones():
     assert report["trend"]["rows"] == 4 and "pooled_with" not in report["trend"]
     assert [b.kinds for b in branches] == [("trend",)]
     assert report["spread"]["outcome"] == "too few rows"
+
+
+def test_options_that_only_name_a_series_make_no_pooling_partners():
+    """ "Series 1 / Series 2" answers "which is noisier?" and "which has heavier tails?" alike."""
+    s12 = ("Series 1", "Series 2")
+    views = [
+        _numeric("n1", "Which of the two series is noisier?", s12),
+        _numeric("t1", "Which of the two series has heavier tails?", s12),
+        _numeric("a1", "Which series contains the anomaly?", ("Series A", "Series B")),
+        _numeric("b1", "In which series is the anomaly?", ("series a", "series b")),
+    ]
+    assert generic_shape("numeric:series") and generic_shape("label:series a|series b")
+    assert generic_shape("label:no|yes") and generic_shape(
+        "label:the first series|the second series"
+    )
+    assert not generic_shape("label:no series 1 has higher variance|yes they are the same")
+    assert not generic_shape("numeric:seconds") and not generic_shape(
+        "label:additive|multiplicative"
+    )
+    index = KindIndex(views)
+    kind = {v.id: index.of[v.id] for v in views}
+    everyone = {k.id: [] for k in index.kinds}
+    assert _siblings(index, kind["vn1"], everyone) == []
+    # a shared concept word still makes partners under such options
+    assert _siblings(index, kind["va1"], everyone) == [kind["vb1"]]

@@ -1,5 +1,5 @@
-"""Reading rules the option wording implies (positions, directions, and a Yes / No question's test
-verdict), and the kind planner's use of them: a handful of rows picks the measurement, and phrasings
+"""Reading rules the option wording implies (positions, directions, which of two series, and a Yes /
+No question's test verdict), and the kind planner's use of them: a handful of rows picks the measurement, and phrasings
 that share no word pool their rows."""
 
 from __future__ import annotations
@@ -47,14 +47,30 @@ YN = ("Yes", "No")
         (("positive", "negative"), ("direction", ("negative", "positive"))),
         (("Yes", "No"), None),
         (("Middle", "End"), None),  # positions without the start of the series
-        (("the first series", "the second series"), None),
-        (("Series 1 has higher variance", "Series 2 has higher variance"), None),
+        (
+            ("the second series", "the first series"),
+            ("series", ("the first series", "the second series")),
+        ),
+        (("Series B", "Series A"), ("series", ("series a", "series b"))),
+        (
+            ("Series 2 drives series 1", "Neither drives the other", "Series 1 drives series 2"),
+            (
+                "series",
+                (
+                    "series 1 drives series 2",
+                    "neither drives the other",
+                    "series 2 drives series 1",
+                ),
+            ),
+        ),
+        (("Series 1", "Series 2", "Series 3"), None),  # a third series
+        (("Series 1", "Series 1 twice", "Series 2"), None),  # a series named twice
         (("upward", "flat"), None),  # a direction needs both signs
         (("Beginning", "Middle", "End", "Nowhere"), None),
         (("a level shift", "a sudden spike", "a flat segment"), None),
     ],
 )
-def test_option_semantics_names_positions_and_directions_only(options, want):
+def test_option_semantics_names_positions_directions_and_series_only(options, want):
     assert option_semantics(options) == want
 
 
@@ -93,6 +109,70 @@ def test_a_direction_is_read_by_its_sign_with_a_fitted_no_change_band():
     assert three is not None and three.labels == ("downward", "flat", "upward")
     lo, hi = three.bins
     assert lo == -hi and 0.4 < hi < 2.0  # the band separates flat from the two trends
+
+
+def test_which_series_is_read_by_a_sign_whose_side_is_fitted():
+    s12 = ("Series 1", "Series 2")
+    meaning = option_semantics(s12)
+    # larger values (second minus first) mean series 2 on these rows ("the noisier one") ...
+    noisier = semantic_rule(meaning, _rows([-1.0, 2.0, -0.5], [0, 1, 0], s12, "d"), "d")
+    assert noisier is not None and noisier.bins == (0.0,)
+    assert noisier.labels == ("series 1", "series 2")
+    # ... and series 1 on these ("the smoother one"): the side is the one fitted bit
+    smoother = semantic_rule(meaning, _rows([-1.0, 2.0, -0.5], [1, 0, 1], s12, "d"), "d")
+    assert smoother is not None and smoother.labels == ("series 2", "series 1")
+    # a measurement that never changes sign cannot tell the two apart
+    assert semantic_rule(meaning, _rows([1.0, 2.0, 0.5], [0, 1, 0], s12, "d"), "d") is None
+    # a third option that names neither series is the band around zero
+    opts = ("Series 2 is higher", "About the same", "Series 1 is higher")
+    rows = _rows([2.0, 3.0, 0.1, -0.2, -2.5, -1.8], [0, 0, 1, 1, 2, 2], opts, "d")
+    three = semantic_rule(option_semantics(opts), rows, "d")
+    assert three is not None and three.labels == (
+        "series 1 is higher",
+        "about the same",
+        "series 2 is higher",
+    )
+    lo, hi = three.bins
+    assert lo == -hi and 0.2 < hi < 1.8
+
+
+def _pair(qid: str, text: str, noisier: int, seed: int, n: int = 160) -> Example:
+    """Two series with one signal, series ``noisier + 1`` carrying four times the noise."""
+    rng = np.random.default_rng(seed)
+    base = np.sin(np.arange(n) / rng.uniform(4.0, 9.0)) * rng.uniform(1.0, 3.0)
+    noise = [0.15, 0.15]
+    noise[noisier] = 0.6
+    ys = [base * rng.uniform(0.7, 1.3) + s * rng.standard_normal(n) for s in noise]
+    q = Question(
+        id=qid,
+        source="test",
+        task="mixed",
+        question=text,
+        options=("Series 1", "Series 2"),
+        series={"ts1": ys[0], "ts2": ys[1]},
+        primary=("ts1", "ts2"),
+        gold=noisier,
+    )
+    return Example(QuestionView.of(q, "v" + qid), noisier, _Rec(final_answer=1 - noisier))
+
+
+def test_four_pairs_pick_a_comparison_that_reads_new_questions():
+    text = "Which of the two series is noisier?"
+    train = [_pair(f"t{i}", text, w, i) for i, w in enumerate((0, 1, 1, 0))]
+    cache = SpecCache()
+    ranked = semantic_rank(cache, train, words=frozenset({"noisier"}), prefer=frozenset({"noise"}))
+    assert ranked and ranked[0].cv_acc == 1.0
+    best = ranked[0]
+    assert best.spec.mode in ("dual_diff", "pair") and best.rule.bins == (0.0,)
+    new = [_pair(f"n{i}", text, i % 2, 100 + i) for i in range(10)]
+    hits = sum(
+        apply_rule(best.rule, cache.get(best.spec, e.question), e.question.options).option == e.gold
+        for e in new
+    )
+    assert hits >= 9
+    # one series per question: "Series 1 / Series 2" names no series of these rows
+    one = [_example(f"o{i}", text, ("Series 1", "Series 2"), np.zeros(64), i % 2) for i in range(3)]
+    assert semantic_rank(cache, one) == []
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from tsevo.library.tool import Contract, Matcher, Scope
 from ..protocols import ContractCard, Dossier, Example
 from .composite import Branch, Peer, branch_rule, composite_measurement
 from .concepts import concept_stems, groups_for
-from .kinds import KindIndex, median_kind_size
+from .kinds import KindIndex, generic_shape, median_kind_size
 from .measure import SpecCache
 from .optsem import option_semantics, semantic_rank, yes_no
 from .stability import stability
@@ -43,7 +43,6 @@ from .stability import stability
 __all__ = ["KindPlanSettings", "composite_card", "plan_kinds", "support_request"]
 
 #: Option sets too generic to say two kinds ask one question (normalized, sorted labels).
-_GENERIC_LABELS = frozenset({("no", "yes"), ("false", "true")})
 
 
 class _Ranker(Protocol):
@@ -160,9 +159,9 @@ def _siblings(
     """Kinds with the same option shape that may ask ``kid``'s question (pooling partners).
 
     A partner either shares the option set when that set is specific (any labels but a bare
-    Yes / No or True / False: "sine / square / sawtooth wave" or "Beginning / Middle / End" is
-    one question, or one reading, however it is worded; numbers in the same unit, "6 seconds /
-    10 seconds"), or shares a concept word with ``kid``
+    Yes / No, True / False or names of series, :func:`~.kinds.generic_shape`: "sine / square /
+    sawtooth wave" or "Beginning / Middle / End" is one question, or one reading, however it is
+    worded; numbers in the same unit, "6 seconds / 10 seconds"), or shares a concept word with ``kid``
     (:func:`~.concepts.concept_stems`). Partners are candidates only: a pooled rule must still
     read this kind's own rows (see :func:`plan_kinds`). ``option_sets`` False: a shared option
     set makes partners only under options that name positions or directions (:mod:`.optsem`),
@@ -170,10 +169,10 @@ def _siblings(
     """
     k = index.by_id[kid]
     if option_sets:
-        labels = bool(k.option_labels) and k.option_labels not in _GENERIC_LABELS
-        specific = labels or k.shape.startswith("numeric:")
+        specific = bool(k.option_labels) or k.shape.startswith("numeric:")
     else:
         specific = named_ok and option_semantics(k.option_labels) is not None
+    specific = specific and not generic_shape(k.shape)
     stems = concept_stems(k.anchor)
     if not stems and not specific:
         return []

@@ -38,6 +38,7 @@ __all__ = [
     "Kind",
     "KindIndex",
     "Worded",
+    "generic_shape",
     "induce_kinds",
     "masked_tokens",
     "median_kind_size",
@@ -146,6 +147,26 @@ class Kind:
     def describe(self) -> str:
         """The template as text, e.g. ``is there an upward trend in @ ? [label:no|yes]``."""
         return f"{' '.join(self.template)} [{self.shape}]"
+
+
+_GENERIC = frozenset({("no", "yes"), ("false", "true")})
+#: An option that only names a series: "series 1", "series b", "the second series".
+_SERIES_ONLY = re.compile(r"(the )?(series [a-z0-9]+|(first|second) series)")
+
+
+def generic_shape(shape: str) -> bool:
+    """Whether an option shape names no property: Yes / No, True / False, or only which series.
+
+    Such options say nothing of what is asked ("Series 1 / Series 2" answers "which is noisier?"
+    and "which has heavier tails?" alike), so they make no pooling partners by themselves
+    (:func:`~.kindplan.plan_kinds`).
+    """
+    if shape == "numeric:series":
+        return True
+    if not shape.startswith("label:"):
+        return False
+    labels = tuple(shape.split(":", 1)[1].split("|"))
+    return labels in _GENERIC or all(_SERIES_ONLY.fullmatch(o) for o in labels)
 
 
 def _close(a: tuple[str, ...], b: tuple[str, ...]) -> bool:

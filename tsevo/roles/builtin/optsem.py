@@ -64,6 +64,9 @@ LOCATION_KEY = re.compile(
 P_VALUE_KEY = re.compile(r"(^|_)p($|_)")
 #: The conventional significance level a Yes / No question about a test's hypothesis is read at.
 ALPHA = 0.05
+#: A series an option names: "series 2", "Series B", "the second series".
+_SERIES = re.compile(r"\bseries\s+(\d+|[a-z])\b|\b(first|second)\s+series\b")
+_ORDINAL = {"first": "1", "second": "2"}
 _POSITION = {
     **dict.fromkeys(("beginning", "start", "early", "earlier", "first", "initial", "opening"), 0),
     **dict.fromkeys(("middle", "center", "centre", "mid", "midway"), 1),
@@ -140,19 +143,52 @@ def _direction(words: set[str]) -> int | None:
     return None
 
 
+def _series(option: str) -> str | None:
+    """The name of the series an option names first ("1", "b"; ordinals as "1" / "2"), else None.
+
+    "Series 1" / "series B" / "the second series": the first series the option writes counts
+    ("Series 2 drives series 1" names series 2).
+    """
+    m = _SERIES.search(option.lower())
+    if m is None:
+        return None
+    return m.group(1) or _ORDINAL[m.group(2)]
+
+
+def _named_series(options: Sequence[str]) -> tuple[int | None, ...] | None:
+    """Each option's series by rank (0 first, 1 second, None for "neither / the same"), or None.
+
+    Two options must name the two series, one each; a third may name none (the "no difference"
+    option). Anything else (a third series, a series named twice) is None.
+    """
+    names = [_series(o) for o in options]
+    named = sorted({n for n in names if n is not None}, key=lambda n: (len(n), n))
+    if len(named) != 2 or sum(n is not None for n in names) != 2:
+        return None
+    return tuple(None if n is None else named.index(n) for n in names)
+
+
 def option_semantics(options: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
-    """What an option set names: ``("position" | "direction", labels in reading order)`` or None.
+    """What an option set names: ``("position" | "direction" | "series", labels)`` or None.
 
     Labels are the normalized option texts (:func:`~tsevo.library.reading.norm_label`) ordered as a
     label rule reads them (low value first): positions from the start of the series to its end,
-    directions from down through "no change" to up. ``None`` unless every option names a distinct
-    position (two or three, "beginning" among them), or a distinct direction (down and up, with or
-    without a "no change" option).
+    directions from down through "no change" to up, series from the first through "neither / the
+    same" to the second. ``None`` unless every option names a distinct position (two or three,
+    "beginning" among them), or a distinct direction (down and up, with or without a "no change"
+    option), or two options name one of two series each ("Series 1 / Series 2", "series 1 has
+    the higher variance / series 2 has / they have the same variance"), a third none.
     """
     if not 2 <= len(options) <= 3:
         return None
     words = [set(_TOK.findall(o.lower())) for o in options]
     labels = [norm_label(o) for o in options]
+    ranks = _named_series(options)
+    if ranks is not None:
+        mid = {None: 1, 0: 0, 1: 2}
+        return "series", tuple(
+            lab for _, lab in sorted(zip([mid[r] for r in ranks], labels, strict=True))
+        )
     for name, read in (("position", _position), ("direction", _direction)):
         got = [read(w) for w in words]
         if any(g is None for g in got) or len(set(got)) != len(got):
@@ -230,6 +266,8 @@ def semantic_rule(
         return ReadingRule("label", key, tuple(round(c, 10) for c in cuts), order)
     if LOCATION_KEY.search(key) or min(vals) >= 0.0 or max(vals) <= 0.0:
         return None  # a direction needs a signed measurement that takes both signs
+    if kind == "series":
+        return _series_rule(rows, key, order)
     if len(order) == 2:
         return ReadingRule("label", key, (0.0,), order)
     golds = [norm_label(r.options[r.gold]) for r in rows if r.values and key in r.values]
@@ -239,9 +277,35 @@ def semantic_rule(
     return ReadingRule("label", key, (round(-d, 10), round(d, 10)), order)
 
 
+def _series_rule(rows: Sequence[Row], key: str, order: tuple[str, ...]) -> ReadingRule | None:
+    """Which series a signed two-series measurement favours: its sign, read one way or the other.
+
+    ``key`` is the second series' measurement minus the first's (``dual_diff``) or a signed
+    measurement of the pair (a lag, a difference of p-values). Whether a larger value means the
+    second series ("the noisier one") or the first ("the smoother one") is the one bit fitted, with
+    the "no difference" band when a third option names neither series.
+    """
+    rows = [r for r in rows if r.values and key in r.values]
+    vals = [float(r.values[key]) for r in rows]  # type: ignore[index]
+    golds = [norm_label(r.options[r.gold]) for r in rows]
+    best: tuple[float, ReadingRule] | None = None
+    for o in (order, order[::-1]):
+        if len(o) == 2:
+            rule = ReadingRule("label", key, (0.0,), o)
+        else:
+            d = _band(vals, golds, o)
+            if d <= 0.0:
+                continue
+            rule = ReadingRule("label", key, (round(-d, 10), round(d, 10)), o)
+        acc = train_accuracy(rule, rows)
+        if best is None or acc > best[0]:
+            best = acc, rule
+    return best[1] if best is not None else None
+
+
 def _loo(meaning: tuple[str, tuple[str, ...]], rows: Sequence[Row], key: str) -> float:
-    """Leave-one-out accuracy (the band is the only fitted part; positions have none)."""
-    if meaning[0] == "position" or len(meaning[1]) == 2:
+    """Leave-one-out accuracy (the band and a series reading's side are fitted; positions: none)."""
+    if meaning[0] == "position" or (len(meaning[1]) == 2 and meaning[0] != "series"):
         rule = semantic_rule(meaning, rows, key)
         return train_accuracy(rule, rows) if rule is not None else 0.0
     hits = 0
@@ -262,7 +326,8 @@ def semantic_rank(
     """Measurements read by the rule their rows' options name, best first (empty if they name none).
 
     All rows must share one option set with a meaning (:func:`option_semantics`). ``groups``
-    restricts the search to those catalog groups (``None``: all). Ranked by (leave-one-out)
+    restricts the search to those catalog groups (``None``: all); which of two series is read only
+    from the ``prefer`` groups when there are any. Ranked by (leave-one-out)
     accuracy, then measurements of the ``prefer`` groups (those the question's words point at)
     first, then by how many of ``words`` the measurement's name speaks of, then by the widest
     margin between classes.
@@ -282,6 +347,11 @@ def semantic_rank(
         meaning = ("significance", ("no", "yes"))
     qs = [e.question for e in labeled]
     _, arity = rows_kind(qs)
+    if meaning[0] == "series":
+        if arity != "dual":
+            return []  # which of two series: read from the two primary series only
+        # any measurement of two series has a sign; only the groups the words name, if they name any
+        groups = prefer or groups
     out: list[RankedMeasurement] = []
     for spec in enumerate_specs(modes_for(arity, qs)):
         group = CATALOG[spec.primitive].group
