@@ -222,6 +222,8 @@ def test_composite_source_computes_what_the_planner_measured(sb):
         Spec("shape_distance", "cand"),
         Spec("xcorr", "pair"),
         Spec("forecast", "qnum", (("h", "#0"),)),
+        Spec("trend", per=0),  # read per the question's first number
+        Spec("xcorr", "pair", per=0),
     ]
     brs = [
         Branch(

@@ -316,3 +316,43 @@ def test_reading_without_reasons_reads_the_same():
     }
     assert {(k, True) for k in ("label", "nearest_number", "extremum", "tree")} <= seen
     assert {(k, False) for k in ("label", "nearest_number", "extremum", "tree")} <= seen
+
+
+def test_a_measurement_read_per_the_questions_number_is_in_its_units():
+    """ "Sampled every N minutes ... in hours?": a period in samples times N, the same in the tool."""
+    from tsevo.library.sandbox import check_source
+    from tsevo.roles.builtin.measure import Spec, SpecCache, spec_source, spec_values
+
+    y = np.sin(2 * np.pi * np.arange(240) / 24.0)
+    text = "The series is sampled every 15 minutes. What is the period of its cycle, in hours?"
+    q = Question(
+        id="p",
+        source="t",
+        task="mixed",
+        question=text,
+        options=("6 hours", "3 hours", "12 hours"),
+        series={"y": y},
+        primary=("y",),
+        gold=0,
+    )
+    plain, per = Spec("trend"), Spec("trend", per=0)
+    assert per.describe("slope") == "trend.slope[per #0]"
+    assert Spec.from_dict(per.to_dict()) == per and "per" not in plain.to_dict()
+    want = {k: v * 15.0 for k, v in spec_values(plain, q).items()}
+    assert spec_values(per, q) == pytest.approx(want)
+    assert SpecCache().get(per, q) == pytest.approx(want)  # from the cached plain values
+    src = spec_source([(per, ["slope"])])
+    assert "nums[0]" in src and check_source(src).ok
+    q0 = Question(
+        id="p0",
+        source="t",
+        task="mixed",
+        question="What is the period of its cycle, in hours?",
+        options=("6 hours", "3 hours"),
+        series={"y": y},
+        primary=("y",),
+        gold=0,
+    )
+    assert spec_values(per, q0) is None  # no number stated: the measurement abstains
+    with pytest.raises(ValueError, match="per"):
+        Spec("xcorr", "dual_diff", per=0)

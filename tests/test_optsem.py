@@ -302,3 +302,30 @@ def test_the_kind_planner_serves_a_yes_no_kind_by_its_test_verdict():
         MeasurementPlanner(), d, KindPlanSettings(max_kind_share=1.0, option_rules=False)
     )[0]
     assert all(b.stats["source"] != "tests" for b in off)
+
+
+def _period(qid: str, seed: int, n: int = 192) -> Example:
+    """A cycle of ``p`` samples, "sampled every m minutes", its period asked in hours."""
+    rng = np.random.default_rng(seed)
+    p, m = int(rng.choice([8, 12, 16, 24])), int(rng.choice([5, 10, 15, 20, 30]))
+    y = np.sin(2 * np.pi * np.arange(n) / p) + 0.1 * rng.standard_normal(n)
+    right = p * m / 60
+    wrong = [right * f for f in (0.5, 2.0, 3.0)]
+    options = tuple(f"{v:.3g} hours" for v in [right, *wrong])
+    text = f"The series is sampled every {m} minutes. What is the period of its cycle, in hours?"
+    return _example(qid, text, options, y, 0)
+
+
+def test_a_quantity_in_the_questions_units_is_read_per_its_stated_interval():
+    """No one affine map turns samples into hours when the interval differs by question; a
+    measurement read per the question's first number does, with one fitted scale (1 / 60)."""
+    train = [_period(f"t{i}", i) for i in range(5)]
+    _, _, ranked = MeasurementPlanner().rank(train, few=True)
+    assert ranked and ranked[0].cv_acc == 1.0 and ranked[0].spec.per == 0
+    best, cache = ranked[0], SpecCache()
+    new = [_period(f"n{i}", 100 + i) for i in range(10)]
+    hits = sum(
+        apply_rule(best.rule, cache.get(best.spec, e.question), e.question.options).option == e.gold
+        for e in new
+    )
+    assert hits >= 9

@@ -213,9 +213,14 @@ def _branch_lines(m: Peer, p: str, pad: str) -> list[str]:
     lines: list[str] = []
     r = "r"  # members run one after another: one name serves them all
 
-    def put(src: str, ind: str) -> list[str]:
-        return [f"{ind}out[{p + k!r}] = {src}[{k!r}]" for k in keys]
+    scale = f" * nums[{s.per}]" if s.per is not None else ""
 
+    def put(src: str, ind: str) -> list[str]:
+        return [f"{ind}out[{p + k!r}] = {src}[{k!r}]{scale}" for k in keys]
+
+    if s.per is not None:  # read per the question's number: only where it states one above zero
+        lines += [f"{pad}if len(nums) > {s.per} and nums[{s.per}] > 0:"]
+        pad += "    "
     if s.mode == "primary":
         lines += [f"{pad}{r} = {_call(s, 'y')}", f"{pad}if {r} is not None:"]
         lines += put(r, pad + "    ")
@@ -321,14 +326,19 @@ def composite_source(
     if doc:
         lines.append(f'    """{doc}"""')
     lines += ["    toks = ctx.question_tokens()", "    y = ctx.primary()"]
-    if modes & {"window2", "window4", "qnum"}:
+    per = any(m.spec.per is not None for b in branches for m in b.members())
+    if modes & {"window2", "window4", "qnum"} or per:
         lines.append("    nums = ctx.question_numbers()")
     lines.append("    out = {}")
     for i, b in enumerate(branches, 1):
         lines.append(f"    if {_room(b, max_outputs, i == 1)}{_cond(b)}:")
         members = list(enumerate(b.members()))
         # a vote of measurements on the primary series: one table, one guard (short source)
-        table = [(j, m) for j, m in members if m.spec.mode == "primary" and len(m.keys) == 1]
+        table = [
+            (j, m)
+            for j, m in members
+            if m.spec.mode == "primary" and m.spec.per is None and len(m.keys) == 1
+        ]
         if len(table) > 1:
             lines.append("        for o, r, k in (")
             lines += [

@@ -23,6 +23,12 @@ Feeding modes:
     ``P.f(reference, candidate)[k]`` per candidate (keys ``<k>_<name>``).
 ``cand_diff``
     ``|P.f(candidate)[k] - P.f(reference)[k]|`` per candidate.
+
+A ``primary`` or ``pair`` measurement may also be read *per* the question's first number
+(``Spec.per``): every value times that number. A question that states its sampling interval ("sampled
+every 20 minutes ... in hours?", "a sample every 5 seconds ... how many seconds?") asks for a count
+of samples (a lag, a period, a duration, a slope per step) in its own units, which no one affine map
+fits when the interval differs from question to question.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import functools
 import inspect
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -40,7 +46,15 @@ from tsevo.data import QuestionView
 from tsevo.library.context import extract_numbers, mentions
 from tsevo.library.primitives import CATALOG
 
-__all__ = ["MODES", "RankedMeasurement", "Spec", "SpecCache", "spec_source", "spec_values"]
+__all__ = [
+    "MODES",
+    "PER_MODES",
+    "RankedMeasurement",
+    "Spec",
+    "SpecCache",
+    "spec_source",
+    "spec_values",
+]
 
 MODES = (
     "primary",
@@ -54,6 +68,8 @@ MODES = (
     "cand_diff",
 )
 _WINDOW_ARGS = {"window2": ("a", "b"), "window4": ("a", "b", "c", "d")}
+#: Modes a measurement may be read per a question number in (``Spec.per``).
+PER_MODES = ("primary", "pair")
 
 
 @dataclass(frozen=True)
@@ -64,11 +80,18 @@ class Spec:
         primitive: Catalog name.
         mode: Feeding mode (see the module docstring).
         params: Keyword parameters as sorted ``(name, value)`` pairs.
+        per: Every value is multiplied by the question's ``per``-th number (``None``: as measured;
+            ``primary`` and ``pair`` modes only).
     """
 
     primitive: str
     mode: str = "primary"
     params: tuple[tuple[str, Any], ...] = ()
+    per: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.per is not None and (self.mode not in PER_MODES or self.per < 0):
+            raise ValueError(f"per={self.per} needs a primary or pair mode, not {self.mode!r}")
 
     def kwargs(self) -> dict[str, Any]:
         """Parameters as a dict."""
@@ -80,23 +103,30 @@ class Spec:
         extra = [self.mode] if self.mode != "primary" else []
         if p:
             extra.append(p)
+        if self.per is not None:
+            extra.append(f"per #{self.per}")
         return f"{self.primitive}{'.' + key if key else ''}{'[' + '; '.join(extra) + ']' if extra else ''}"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict."""
-        return {
+        d: dict[str, Any] = {
             "primitive": self.primitive,
             "mode": self.mode,
             "params": [list(p) for p in self.params],
         }
+        if self.per is not None:
+            d["per"] = self.per
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Spec:
         """Inverse of :meth:`to_dict`."""
+        per = d.get("per")
         return cls(
             d["primitive"],
             d.get("mode", "primary"),
             tuple((str(k), v) for k, v in d.get("params", [])),
+            None if per is None else int(per),
         )
 
 
@@ -175,8 +205,20 @@ def _bind_numbers(spec: Spec, q: QuestionView) -> dict[str, Any] | None:
     return out
 
 
+def _per(spec: Spec, q: QuestionView, vals: dict[str, float] | None) -> dict[str, float] | None:
+    """``vals`` times the question's ``spec.per``-th number (``None`` without one, or not > 0)."""
+    if vals is None or spec.per is None:
+        return vals
+    nums = extract_numbers(q.question)
+    if spec.per >= len(nums) or not nums[spec.per] > 0:
+        return None
+    return {k: v * nums[spec.per] for k, v in vals.items()}
+
+
 def spec_values(spec: Spec, q: QuestionView) -> dict[str, float] | None:
     """Compute a spec's scalar values on one question (``None`` when it does not apply or abstains)."""
+    if spec.per is not None:
+        return _per(spec, q, spec_values(replace(spec, per=None), q))
     ps = CATALOG.get(spec.primitive)
     if ps is None:
         return None
@@ -240,10 +282,13 @@ class SpecCache:
         self.data: dict[tuple[Spec, str], dict[str, float] | None] = {}
 
     def get(self, spec: Spec, q: QuestionView) -> dict[str, float] | None:
-        """Cached :func:`spec_values`."""
+        """Cached :func:`spec_values` (a measurement read per a number reuses the plain one)."""
         key = (spec, q.fingerprint)
         if key not in self.data:
-            self.data[key] = spec_values(spec, q)
+            if spec.per is not None:
+                self.data[key] = _per(spec, q, self.get(replace(spec, per=None), q))
+            else:
+                self.data[key] = spec_values(spec, q)
         return self.data[key]
 
 
@@ -264,7 +309,9 @@ def spec_source(specs: list[tuple[Spec, list[str]]], name: str = "tool", doc: st
     if doc:
         lines.append(f'    """{doc}"""')
     lines.append("    out = {}")
-    need_nums = any(s.mode in _WINDOW_ARGS or s.mode == "qnum" for s, _ in specs)
+    need_nums = any(
+        s.mode in _WINDOW_ARGS or s.mode == "qnum" or s.per is not None for s, _ in specs
+    )
     modes = {s.mode for s, _ in specs}
     lines.append("    y = ctx.primary()")
     if need_nums:
@@ -366,8 +413,15 @@ def spec_source(specs: list[tuple[Spec, list[str]]], name: str = "tool", doc: st
                     lines.append(f"        out[{k!r} + '_' + c] = abs({r}[{k!r}] - {r}ref[{k!r}])")
             continue
         lines += [f"    if {r} is None:", "        return None"]
+        scale = ""
+        if s.per is not None:
+            lines += [
+                f"    if len(nums) <= {s.per} or not nums[{s.per}] > 0:",
+                "        return None",
+            ]
+            scale = f" * nums[{s.per}]"
         for j, k in enumerate(keys):
-            lines.append(f"    v{i}_{j} = {r}[{k!r}]")
+            lines.append(f"    v{i}_{j} = {r}[{k!r}]{scale}")
             literal.append((k, f"v{i}_{j}"))
     if not modes & {"cand", "cand_diff"}:
         body = ", ".join(f"{k!r}: {v}" for k, v in literal)

@@ -113,7 +113,7 @@ class MeasurementPlanner:
         for q in qs.values():
             _, arity = rows_kind([q])
             for spec in enumerate_specs(modes_for(arity, [q])):
-                if (spec, q.fingerprint) not in self.cache.data:
+                if spec.per is None and (spec, q.fingerprint) not in self.cache.data:
                     todo.append((spec, q))
         if not todo:
             return 0

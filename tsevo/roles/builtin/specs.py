@@ -19,7 +19,7 @@ from tsevo.library.context import extract_numbers
 from tsevo.library.primitives import CATALOG, PrimitiveSpec
 from tsevo.library.tool import Matcher, options_kind, question_tokens
 
-from .measure import Spec, spec_values
+from .measure import PER_MODES, Spec, spec_values
 
 __all__ = [
     "compute_pairs",
@@ -72,7 +72,11 @@ def _number_bindings(ps: PrimitiveSpec) -> list[tuple[tuple[str, Any], ...]]:
 
 
 def enumerate_specs(modes: Sequence[str]) -> list[Spec]:
-    """All specs for the given feeding modes (defaults plus one-at-a-time grid alternatives)."""
+    """All specs for the given feeding modes (defaults plus one-at-a-time grid alternatives).
+
+    ``per`` among ``modes`` (:func:`modes_for`) adds each ``primary`` and ``pair`` spec read per
+    the question's first number as well (:attr:`~.measure.Spec.per`).
+    """
     out: list[Spec] = []
     for name in sorted(CATALOG):
         ps = CATALOG[name]
@@ -87,6 +91,8 @@ def enumerate_specs(modes: Sequence[str]) -> list[Spec]:
                 variants.append(((pname, v),))
         qvariants = _number_bindings(ps)
         for mode in modes:
+            if mode == "per":
+                continue  # not a feeding mode: a copy of the primary and pair specs (below)
             if mode == "qnum":
                 if ps.arity == "single":
                     out.extend(Spec(name, "qnum", v) for v in qvariants)
@@ -101,6 +107,8 @@ def enumerate_specs(modes: Sequence[str]) -> list[Spec]:
                 continue
             vs = variants if mode in ("primary", "pair", "cand", "covariate") else [()]
             out.extend(Spec(name, mode, v) for v in vs)
+            if "per" in modes and mode in PER_MODES:
+                out.extend(Spec(name, mode, v, per=0) for v in vs)
     return out
 
 
@@ -194,16 +202,29 @@ def rows_kind(qs: Sequence[QuestionView]) -> tuple[str, str]:
     return okind, arity
 
 
+def _quantities(q: QuestionView) -> bool:
+    """Options that are numbers (with or without units), none of them a series' name."""
+    return options_kind(q.options, q.candidates) == "numeric" and not any(
+        "series" in o.lower() for o in q.options
+    )
+
+
 def modes_for(arity: str, qs: Sequence[QuestionView]) -> list[str]:
-    """How series feed a measurement for rows of this arity (primary, windows, pair, candidates)."""
+    """How series feed a measurement for rows of this arity (primary, windows, pair, candidates).
+
+    Rows whose options are quantities (numbers that name no series) and whose questions all state
+    a number also get ``per``: measurements read per the question's first number, a sampling
+    interval or a span ("every 20 minutes ... in hours?", "the change per 7 days").
+    """
     if arity == "candidates":
         return ["cand", "cand_diff"]
+    counts = [len(extract_numbers(q.question)) for q in qs]
+    per = ["per"] if counts and min(counts) >= 1 and all(map(_quantities, qs)) else []
     if arity == "dual":
-        return ["pair", "dual_diff"]
+        return ["pair", "dual_diff", *per]
     if arity == "covariate":
         return ["covariate", "primary"]
-    modes = ["primary"]
-    counts = [len(extract_numbers(q.question)) for q in qs]
+    modes = ["primary", *per]
     if counts and min(counts) >= 1:
         modes.append("qnum")
     if counts and min(counts) >= 2:
