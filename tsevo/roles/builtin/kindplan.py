@@ -77,9 +77,10 @@ class KindPlanSettings:
             questions (median over questions): a suite of many kinds with a handful of training
             questions each. A split with many questions per kind (the ``default`` preset: 15)
             keeps the protocol's split even for a bucket of its rare stragglers.
-        option_rules: Options that name positions or directions ("Beginning / Middle / End",
-            "upward / downward") are first read by the rule they fix, searched over the whole
-            catalog (:mod:`.optsem`); kinds under the same such options pool their rows (``pool``).
+        option_rules: Options that name positions, directions or which of two series
+            ("Beginning / Middle / End", "upward / downward", "Series 1 / Series 2") are first
+            read by the rule they fix (:mod:`.optsem`); kinds under the same such options pool
+            their rows (``pool``), unless the options only name series.
         option_bar: Least leave-one-out accuracy of such a rule.
         pool: Pool a kind's rows with those of kinds that share its option shape and either a
             specific option set or a concept word (two phrasings of one question, or one concept

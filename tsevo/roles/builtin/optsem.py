@@ -1,4 +1,4 @@
-"""Reading rules the option wording implies: positions along the series and directions of change.
+"""Reading rules the option wording implies: positions, directions of change, which of two series.
 
 Most option sets only name classes, and a label rule learns where each class lies on a measurement
 (:func:`~.rules.fit_rule`). Some option sets also say *how* a measurement reads them:
@@ -9,6 +9,11 @@ Most option sets only name classes, and a label rule learns where each class lie
 * **directions** ("upward / downward", "increases / decreases / stays about the same", "positive /
   negative", "higher / lower / about the same"): a signed measurement read by its sign, with a
   symmetric band ``|v| < d`` for the "no change" option. Only ``d`` is fitted (none for two options);
+* **which of two series** ("Series 1 / Series 2", "series 1 has the higher variance / series 2 has /
+  they have the same"): a measurement of the second series minus the first (or a signed measurement
+  of the pair, a lag) read by its sign. Whether a larger value means the second series ("the
+  noisier") or the first ("the smoother") is the one fitted bit, with the band when an option names
+  neither; searched in the catalog groups the question's words point at when they point at any;
 * **test verdicts** ("Yes / No" about what the question's words name: is it stationary, does one
   series Granger-cause the other, is it white noise): a p-value of one of the tests in the catalog
   groups those words point at (:mod:`.concepts`), read at the conventional 5% level. Only which side
