@@ -343,16 +343,7 @@ def test_a_measurement_read_per_the_questions_number_is_in_its_units():
     assert SpecCache().get(per, q) == pytest.approx(want)  # from the cached plain values
     src = spec_source([(per, ["slope"])])
     assert "nums[0]" in src and check_source(src).ok
-    q0 = Question(
-        id="p0",
-        source="t",
-        task="mixed",
-        question="What is the period of its cycle, in hours?",
-        options=("6 hours", "3 hours"),
-        series={"y": y},
-        primary=("y",),
-        gold=0,
-    )
+    q0 = replace(q, id="p0", question="What is the period of its cycle, in hours?")
     assert spec_values(per, q0) is None  # no number stated: the measurement abstains
     with pytest.raises(ValueError, match="per"):
         Spec("xcorr", "dual_diff", per=0)

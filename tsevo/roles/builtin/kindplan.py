@@ -42,8 +42,6 @@ from .stability import stability
 
 __all__ = ["KindPlanSettings", "composite_card", "plan_kinds", "support_request"]
 
-#: Option sets too generic to say two kinds ask one question (normalized, sorted labels).
-
 
 class _Ranker(Protocol):
     cache: SpecCache

@@ -256,12 +256,16 @@ def semantic_rule(
     """The rule the options name, reading ``key`` (``None`` when the values cannot mean it).
 
     Positions need every value in [0, 1]; a three-way direction fits its band on the rows; a
-    significance reading (Yes / No) fits which side of the level means "yes".
+    significance reading (Yes / No) fits which side of the level means "yes". Which of two series
+    is a direction whose side is fitted: ``key`` is the second series' measurement minus the
+    first's (``dual_diff``) or a signed measurement of the pair (a lag), and whether a larger value
+    means the second series ("the noisier one") or the first ("the smoother one") is the one bit.
     """
     kind, order = meaning
     if kind == "significance":
         return significance_rule(rows, key)
-    vals = [r.values[key] for r in rows if r.values and key in r.values]
+    have = [r for r in rows if r.values and key in r.values]
+    vals = [r.values[key] for r in have]  # type: ignore[index]
     if len(vals) < 2:
         return None
     if kind == "position":
@@ -271,41 +275,24 @@ def semantic_rule(
         return ReadingRule("label", key, tuple(round(c, 10) for c in cuts), order)
     if LOCATION_KEY.search(key) or min(vals) >= 0.0 or max(vals) <= 0.0:
         return None  # a direction needs a signed measurement that takes both signs
-    if kind == "series":
-        return _series_rule(rows, key, order)
+    if kind != "series":
+        return _signed_rule(have, vals, key, order)
+    sides = (_signed_rule(have, vals, key, o) for o in (order, order[::-1]))
+    return max(
+        (r for r in sides if r is not None), key=lambda r: train_accuracy(r, have), default=None
+    )
+
+
+def _signed_rule(
+    rows: Sequence[Row], vals: Sequence[float], key: str, order: tuple[str, ...]
+) -> ReadingRule | None:
+    """A signed value read by its sign, labels low first; three labels fit a "no change" band."""
     if len(order) == 2:
         return ReadingRule("label", key, (0.0,), order)
-    golds = [norm_label(r.options[r.gold]) for r in rows if r.values and key in r.values]
-    d = _band(vals, golds, order)
+    d = _band(vals, [norm_label(r.options[r.gold]) for r in rows], order)
     if d <= 0.0:
         return None
     return ReadingRule("label", key, (round(-d, 10), round(d, 10)), order)
-
-
-def _series_rule(rows: Sequence[Row], key: str, order: tuple[str, ...]) -> ReadingRule | None:
-    """Which series a signed two-series measurement favours: its sign, read one way or the other.
-
-    ``key`` is the second series' measurement minus the first's (``dual_diff``) or a signed
-    measurement of the pair (a lag, a difference of p-values). Whether a larger value means the
-    second series ("the noisier one") or the first ("the smoother one") is the one bit fitted, with
-    the "no difference" band when a third option names neither series.
-    """
-    rows = [r for r in rows if r.values and key in r.values]
-    vals = [float(r.values[key]) for r in rows]  # type: ignore[index]
-    golds = [norm_label(r.options[r.gold]) for r in rows]
-    best: tuple[float, ReadingRule] | None = None
-    for o in (order, order[::-1]):
-        if len(o) == 2:
-            rule = ReadingRule("label", key, (0.0,), o)
-        else:
-            d = _band(vals, golds, o)
-            if d <= 0.0:
-                continue
-            rule = ReadingRule("label", key, (round(-d, 10), round(d, 10)), o)
-        acc = train_accuracy(rule, rows)
-        if best is None or acc > best[0]:
-            best = acc, rule
-    return best[1] if best is not None else None
 
 
 def _loo(meaning: tuple[str, tuple[str, ...]], rows: Sequence[Row], key: str) -> float:
