@@ -224,6 +224,7 @@ def test_composite_source_computes_what_the_planner_measured(sb):
         Spec("forecast", "qnum", (("h", "#0"),)),
         Spec("trend", per=0),  # read per the question's first number
         Spec("xcorr", "pair", per=0),
+        Spec("extremes", per=0, per_len=True),  # a location per the number and the length
     ]
     brs = [
         Branch(

@@ -347,3 +347,14 @@ def test_a_measurement_read_per_the_questions_number_is_in_its_units():
     assert spec_values(per, q0) is None  # no number stated: the measurement abstains
     with pytest.raises(ValueError, match="per"):
         Spec("xcorr", "dual_diff", per=0)
+    # a location fraction read per the number and the series' length: a sample index in its units
+    at = Spec("extremes", per=0, per_len=True)
+    assert at.describe("argmax_frac") == "extremes.argmax_frac[per #0 x length]"
+    assert Spec.from_dict(at.to_dict()) == at and "per_len" not in per.to_dict()
+    frac = spec_values(Spec("extremes"), q)["argmax_frac"]
+    assert spec_values(at, q)["argmax_frac"] == pytest.approx(frac * 15.0 * 240)
+    assert SpecCache().get(at, q) == pytest.approx(spec_values(at, q))
+    src = spec_source([(at, ["argmax_frac"])])
+    assert "len(y)" in src and check_source(src).ok
+    with pytest.raises(ValueError, match="per_len"):
+        Spec("extremes", per_len=True)

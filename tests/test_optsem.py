@@ -329,3 +329,33 @@ def test_a_quantity_in_the_questions_units_is_read_per_its_stated_interval():
         for e in new
     )
     assert hits >= 9
+
+
+def _shift_time(qid: str, seed: int) -> Example:
+    """A level shift at sample ``t`` of a series whose length varies, "sampled every m minutes",
+    asked when it happened in hours: a location fraction times the length times m / 60."""
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.choice([128, 160, 200, 256, 300])), int(rng.choice([5, 10, 15, 20, 30]))
+    t = int(rng.integers(n // 5, 4 * n // 5))
+    y = np.where(np.arange(n) < t, 0.0, 3.0) + 0.2 * rng.standard_normal(n)
+    right = t * m / 60
+    wrong = [right * f for f in (0.5, 1.6, 2.5)]
+    options = tuple(f"{v:.3g} hours" for v in [right, *wrong])
+    text = f"The series is sampled every {m} minutes. When did its level shift, in hours?"
+    return _example(qid, text, options, y, 0)
+
+
+def test_a_position_in_the_questions_units_is_read_per_interval_and_length():
+    """A location is a fraction of the series: with lengths and intervals differing by question,
+    only the fraction times both reads the stated time, its one fitted scale 1 / 60."""
+    train = [_shift_time(f"t{i}", i) for i in range(5)]
+    _, _, ranked = MeasurementPlanner().rank(train, few=True)
+    assert ranked and ranked[0].cv_acc == 1.0
+    best, cache = ranked[0], SpecCache()
+    assert best.spec.per == 0 and best.spec.per_len
+    new = [_shift_time(f"n{i}", 100 + i) for i in range(10)]
+    hits = sum(
+        apply_rule(best.rule, cache.get(best.spec, e.question), e.question.options).option == e.gold
+        for e in new
+    )
+    assert hits >= 9

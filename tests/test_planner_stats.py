@@ -246,6 +246,19 @@ def test_separation_prefers_the_wider_gap() -> None:
     assert separation(ReadingRule("extremum", prefix="d_", mode="min"), rows(1.0)) == 0.0
 
 
+def test_number_separation_is_the_narrowest_rows_relative_margin() -> None:
+    """A value read exactly scores 1; one halfway to a wrong option less; one nearer it below 0."""
+    opts = ("10", "20", "40")
+    rule = ReadingRule("nearest_number", "v", scale=2.0)
+    exact = [Row(f"e{i}", {"v": 5.0 * 2**i}, opts, (), i) for i in range(3)]
+    assert separation(rule, exact) == pytest.approx(1.0)
+    loose = [*exact, Row("l", {"v": 6.0}, opts, (), 0)]  # 12: 2 from 10, 8 from 20
+    assert separation(rule, loose) == pytest.approx((8 - 2) / (8 + 2))
+    wrong = [*exact, Row("w", {"v": 8.0}, opts, (), 0)]  # 16 lies nearer 20 than 10
+    assert separation(rule, wrong) < 0
+    assert separation(rule, exact[:1]) == 0.0  # one row says nothing
+
+
 # ------------------------------------------------------------------ alternating bands
 
 

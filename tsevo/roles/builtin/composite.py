@@ -214,6 +214,7 @@ def _branch_lines(m: Peer, p: str, pad: str) -> list[str]:
     r = "r"  # members run one after another: one name serves them all
 
     scale = f" * nums[{s.per}]" if s.per is not None else ""
+    scale += " * len(y)" if s.per_len else ""
 
     def put(src: str, ind: str) -> list[str]:
         return [f"{ind}out[{p + k!r}] = {src}[{k!r}]{scale}" for k in keys]

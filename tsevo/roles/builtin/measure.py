@@ -82,16 +82,22 @@ class Spec:
         params: Keyword parameters as sorted ``(name, value)`` pairs.
         per: Every value is multiplied by the question's ``per``-th number (``None``: as measured;
             ``primary`` and ``pair`` modes only).
+        per_len: Also multiplied by the first primary series' length, so that a location given as
+            a fraction of the series reads as a time in the question's units (``primary`` with
+            ``per`` only).
     """
 
     primitive: str
     mode: str = "primary"
     params: tuple[tuple[str, Any], ...] = ()
     per: int | None = None
+    per_len: bool = False
 
     def __post_init__(self) -> None:
         if self.per is not None and (self.mode not in PER_MODES or self.per < 0):
             raise ValueError(f"per={self.per} needs a primary or pair mode, not {self.mode!r}")
+        if self.per_len and (self.per is None or self.mode != "primary"):
+            raise ValueError(f"per_len needs per and the primary mode, not {self.mode!r}")
 
     def kwargs(self) -> dict[str, Any]:
         """Parameters as a dict."""
@@ -104,7 +110,7 @@ class Spec:
         if p:
             extra.append(p)
         if self.per is not None:
-            extra.append(f"per #{self.per}")
+            extra.append(f"per #{self.per}" + (" x length" if self.per_len else ""))
         return f"{self.primitive}{'.' + key if key else ''}{'[' + '; '.join(extra) + ']' if extra else ''}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,6 +122,8 @@ class Spec:
         }
         if self.per is not None:
             d["per"] = self.per
+        if self.per_len:
+            d["per_len"] = True
         return d
 
     @classmethod
@@ -127,6 +135,7 @@ class Spec:
             d.get("mode", "primary"),
             tuple((str(k), v) for k, v in d.get("params", [])),
             None if per is None else int(per),
+            bool(d.get("per_len", False)),
         )
 
 
@@ -206,19 +215,23 @@ def _bind_numbers(spec: Spec, q: QuestionView) -> dict[str, Any] | None:
 
 
 def _per(spec: Spec, q: QuestionView, vals: dict[str, float] | None) -> dict[str, float] | None:
-    """``vals`` times the question's ``spec.per``-th number (``None`` without one, or not > 0)."""
+    """``vals`` times the question's ``spec.per``-th number, and the length for ``per_len``.
+
+    ``None`` when the question states no such number, or one not above zero.
+    """
     if vals is None or spec.per is None:
         return vals
     nums = extract_numbers(q.question)
     if spec.per >= len(nums) or not nums[spec.per] > 0:
         return None
-    return {k: v * nums[spec.per] for k, v in vals.items()}
+    f = nums[spec.per] * (q.series[q.primary[0]].size if spec.per_len else 1)
+    return {k: v * f for k, v in vals.items()}
 
 
 def spec_values(spec: Spec, q: QuestionView) -> dict[str, float] | None:
     """Compute a spec's scalar values on one question (``None`` when it does not apply or abstains)."""
     if spec.per is not None:
-        return _per(spec, q, spec_values(replace(spec, per=None), q))
+        return _per(spec, q, spec_values(replace(spec, per=None, per_len=False), q))
     ps = CATALOG.get(spec.primitive)
     if ps is None:
         return None
@@ -286,7 +299,7 @@ class SpecCache:
         key = (spec, q.fingerprint)
         if key not in self.data:
             if spec.per is not None:
-                self.data[key] = _per(spec, q, self.get(replace(spec, per=None), q))
+                self.data[key] = _per(spec, q, self.get(replace(spec, per=None, per_len=False), q))
             else:
                 self.data[key] = spec_values(spec, q)
         return self.data[key]
@@ -419,7 +432,7 @@ def spec_source(specs: list[tuple[Spec, list[str]]], name: str = "tool", doc: st
                 f"    if len(nums) <= {s.per} or not nums[{s.per}] > 0:",
                 "        return None",
             ]
-            scale = f" * nums[{s.per}]"
+            scale = f" * nums[{s.per}]" + (" * len(y)" if s.per_len else "")
         for j, k in enumerate(keys):
             lines.append(f"    v{i}_{j} = {r}[{k!r}]{scale}")
             literal.append((k, f"v{i}_{j}"))

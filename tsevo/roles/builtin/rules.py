@@ -330,8 +330,12 @@ def separation(rule: ReadingRule, rows: Sequence[Row]) -> float:
     class's smallest one, in units of the values' interquartile range; the narrowest pair counts.
     Negative when classes overlap. Among measurements that read the rows equally well, the one with
     the widest gap is the least likely to be a coincidence of a few rows (the max-margin argument).
-    Other rule kinds return 0.
+    For a ``nearest_number`` rule the narrowest row's relative margin: how much nearer the mapped
+    value lies to the gold option's number than to the nearest other one, ``(d_other - d_gold) /
+    (d_other + d_gold)`` (1 for an exact reading). Other rule kinds return 0.
     """
+    if rule.kind == "nearest_number":
+        return _number_separation(rule, rows)
     if rule.kind != "label":
         return 0.0
     by: dict[str, list[float]] = {}
@@ -351,6 +355,25 @@ def separation(rule: ReadingRule, rows: Sequence[Row]) -> float:
     if not gaps:
         return 0.0
     return float(np.clip(min(gaps), -1.0, 1.0))
+
+
+def _number_separation(rule: ReadingRule, rows: Sequence[Row]) -> float:
+    margins = []
+    for r in rows:
+        if not r.values or rule.key not in r.values:
+            continue
+        nums = [option_number(o) for o in r.options]
+        gold = nums[r.gold]
+        others = [n for i, n in enumerate(nums) if i != r.gold and n is not None]
+        if gold is None or not others:
+            continue
+        target = rule.scale * r.values[rule.key] + rule.offset
+        d_gold, d_other = abs(gold - target), min(abs(n - target) for n in others)
+        if math.isfinite(d_gold) and math.isfinite(d_other):
+            margins.append((d_other - d_gold) / (d_other + d_gold + 1e-12))
+    if len(margins) < 2:
+        return 0.0
+    return float(np.clip(min(margins), -1.0, 1.0))
 
 
 HARM_WEIGHT = 2.0

@@ -109,6 +109,8 @@ def enumerate_specs(modes: Sequence[str]) -> list[Spec]:
             out.extend(Spec(name, mode, v) for v in vs)
             if "per" in modes and mode in PER_MODES:
                 out.extend(Spec(name, mode, v, per=0) for v in vs)
+                if mode == "primary":
+                    out.extend(Spec(name, mode, v, per=0, per_len=True) for v in vs)
     return out
 
 
