@@ -38,6 +38,7 @@ from .concepts import concept_stems, groups_for
 from .kinds import KindIndex, generic_shape, median_kind_size
 from .measure import SpecCache
 from .optsem import option_semantics, semantic_rank, yes_no
+from .specs import MODE_SIGNATURE
 from .stability import stability
 
 __all__ = ["KindPlanSettings", "composite_card", "plan_kinds", "support_request"]
@@ -407,19 +408,6 @@ def _weights(
     return out if sum(out) > 0 else ()
 
 
-_SIGNATURE = {
-    "primary": ("primary",),
-    "window2": ("primary", "question_numbers"),
-    "window4": ("primary", "question_numbers"),
-    "qnum": ("primary", "question_numbers"),
-    "dual_diff": ("primary", "primary"),
-    "pair": ("primary", "primary"),
-    "covariate": ("primary", "covariate"),
-    "cand": ("reference", "candidates"),
-    "cand_diff": ("reference", "candidates"),
-}
-
-
 def composite_card(
     dossier: Dossier, branches: Sequence[Branch], report: dict[str, Any]
 ) -> ContractCard:
@@ -427,7 +415,7 @@ def composite_card(
     tasks = tuple(sorted({e.question.task for e in dossier.support}))
     sig: list[str] = []
     for m in (m for b in branches for m in b.members()):
-        for s in _SIGNATURE[m.spec.mode]:
+        for s in MODE_SIGNATURE[m.spec.mode]:
             if s not in sig:
                 sig.append(s)
     kinds = tuple(Matcher(require=b.require, forbid=b.forbid) for b in branches)

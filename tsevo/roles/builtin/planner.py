@@ -37,6 +37,7 @@ from .lifecycle import coded_prior, lifecycle_card
 from .measure import RankedMeasurement, Spec, SpecCache
 from .rules import Row, cross_validate, fit_rule, separation, train_accuracy, tune_margin
 from .specs import (
+    MODE_SIGNATURE,
     compute_pairs,
     enumerate_specs,
     fit_matcher,
@@ -427,17 +428,7 @@ class MeasurementPlanner:
             options_kind=okind,
             matcher=with_words(fit_matcher(support_qs), require, forbid),
         )
-        sig = {
-            "primary": ("primary",),
-            "window2": ("primary", "question_numbers"),
-            "window4": ("primary", "question_numbers"),
-            "qnum": ("primary", "question_numbers"),
-            "dual_diff": ("primary", "primary"),
-            "pair": ("primary", "primary"),
-            "covariate": ("primary", "covariate"),
-            "cand": ("reference", "candidates"),
-            "cand_diff": ("reference", "candidates"),
-        }[best.spec.mode]
+        sig = MODE_SIGNATURE[best.spec.mode]
         calibration = None
         if combo is not None:
             calibration = {

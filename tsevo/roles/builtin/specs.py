@@ -43,6 +43,20 @@ def _param_names(fn: Any) -> set[str]:
 _NUMBER_PARAMS = ("h", "level_window", "lag", "max_lag", "period", "m", "w", "window", "n_windows")
 
 
+MODE_SIGNATURE: dict[str, tuple[str, ...]] = {
+    "primary": ("primary",),
+    "window2": ("primary", "question_numbers"),
+    "window4": ("primary", "question_numbers"),
+    "qnum": ("primary", "question_numbers"),
+    "dual_diff": ("primary", "primary"),
+    "pair": ("primary", "primary"),
+    "covariate": ("primary", "covariate"),
+    "cand": ("reference", "candidates"),
+    "cand_diff": ("reference", "candidates"),
+}
+"""What a tool of each feeding mode reads (a contract's input signature)."""
+
+
 def _number_bindings(ps: PrimitiveSpec) -> list[tuple[tuple[str, Any], ...]]:
     """Parameter bindings to the question's numbers.
 
