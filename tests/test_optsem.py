@@ -165,11 +165,7 @@ def test_four_pairs_pick_a_comparison_that_reads_new_questions():
     best = ranked[0]
     assert best.spec.mode in ("dual_diff", "pair") and best.rule.bins == (0.0,)
     new = [_pair(f"n{i}", text, i % 2, 100 + i) for i in range(10)]
-    hits = sum(
-        apply_rule(best.rule, cache.get(best.spec, e.question), e.question.options).option == e.gold
-        for e in new
-    )
-    assert hits >= 9
+    assert _hits(best, cache, new) >= 9
     # one series per question: "Series 1 / Series 2" names no series of these rows
     one = [_example(f"o{i}", text, ("Series 1", "Series 2"), np.zeros(64), i % 2) for i in range(3)]
     assert semantic_rank(cache, one) == []
@@ -196,6 +192,17 @@ def _example(qid: str, text: str, options, y, gold: int, answer: int | None = No
     return Example(QuestionView.of(q, "v" + qid), gold, _Rec(final_answer=answer))
 
 
+def _hits(best, cache: SpecCache, new, options=None) -> int:
+    """How many ``new`` rows a ranked reading answers right (their own options unless given)."""
+    return sum(
+        apply_rule(
+            best.rule, cache.get(best.spec, e.question), options or e.question.options
+        ).option
+        == e.gold
+        for e in new
+    )
+
+
 def _spike(qid: str, text: str, where: int, seed: int, n: int = 128) -> Example:
     rng = np.random.default_rng(seed)
     y = np.sin(np.arange(n) / 5.0) * 0.3 + 0.3 * rng.standard_normal(n)
@@ -213,10 +220,7 @@ def test_four_rows_pick_a_location_that_reads_new_questions():
     best = ranked[0]
     assert LOCATION_KEY.search(best.key)
     new = [_spike(f"n{i}", text, i % 3, 100 + i) for i in range(9)]
-    hits = sum(
-        apply_rule(best.rule, cache.get(best.spec, e.question), BME).option == e.gold for e in new
-    )
-    assert hits >= 8
+    assert _hits(best, cache, new, BME) >= 8
     # options that name nothing, or rows that mix option sets, give no ranking
     yes = _example("y", "Is there a spike?", YN, np.zeros(64), 0)
     assert semantic_rank(cache, [yes, yes]) == []
@@ -281,10 +285,7 @@ def test_a_test_verdict_is_searched_only_among_the_tests_the_words_name():
     assert best.spec.primitive in ("adf", "kpss", "variance_ratio", "integration_order")
     assert best.rule.bins == (ALPHA,)
     new = [_stationary(f"n{i}", text, i % 2 == 0, 100 + i) for i in range(10)]
-    hits = sum(
-        apply_rule(best.rule, cache.get(best.spec, e.question), YN).option == e.gold for e in new
-    )
-    assert hits >= 9
+    assert _hits(best, cache, new, YN) >= 9
     # no concept named: hundreds of tests would read four rows by chance, so none is searched
     assert semantic_rank(cache, train, words=frozenset({"stationary"})) == []
 
@@ -304,16 +305,19 @@ def test_the_kind_planner_serves_a_yes_no_kind_by_its_test_verdict():
     assert all(b.stats["source"] != "tests" for b in off)
 
 
+def _in_hours(qid: str, text: str, y, right: float, wrong: tuple[float, ...]) -> Example:
+    """A row whose first option is ``right`` hours, the others ``right`` times ``wrong``."""
+    options = tuple(f"{v:.3g} hours" for v in (right, *(right * f for f in wrong)))
+    return _example(qid, text, options, y, 0)
+
+
 def _period(qid: str, seed: int, n: int = 192) -> Example:
     """A cycle of ``p`` samples, "sampled every m minutes", its period asked in hours."""
     rng = np.random.default_rng(seed)
     p, m = int(rng.choice([8, 12, 16, 24])), int(rng.choice([5, 10, 15, 20, 30]))
     y = np.sin(2 * np.pi * np.arange(n) / p) + 0.1 * rng.standard_normal(n)
-    right = p * m / 60
-    wrong = [right * f for f in (0.5, 2.0, 3.0)]
-    options = tuple(f"{v:.3g} hours" for v in [right, *wrong])
     text = f"The series is sampled every {m} minutes. What is the period of its cycle, in hours?"
-    return _example(qid, text, options, y, 0)
+    return _in_hours(qid, text, y, p * m / 60, (0.5, 2.0, 3.0))
 
 
 def test_a_quantity_in_the_questions_units_is_read_per_its_stated_interval():
@@ -324,11 +328,7 @@ def test_a_quantity_in_the_questions_units_is_read_per_its_stated_interval():
     assert ranked and ranked[0].cv_acc == 1.0 and ranked[0].spec.per == 0
     best, cache = ranked[0], SpecCache()
     new = [_period(f"n{i}", 100 + i) for i in range(10)]
-    hits = sum(
-        apply_rule(best.rule, cache.get(best.spec, e.question), e.question.options).option == e.gold
-        for e in new
-    )
-    assert hits >= 9
+    assert _hits(best, cache, new) >= 9
 
 
 def _shift_time(qid: str, seed: int) -> Example:
@@ -338,11 +338,8 @@ def _shift_time(qid: str, seed: int) -> Example:
     n, m = int(rng.choice([128, 160, 200, 256, 300])), int(rng.choice([5, 10, 15, 20, 30]))
     t = int(rng.integers(n // 5, 4 * n // 5))
     y = np.where(np.arange(n) < t, 0.0, 3.0) + 0.2 * rng.standard_normal(n)
-    right = t * m / 60
-    wrong = [right * f for f in (0.5, 1.6, 2.5)]
-    options = tuple(f"{v:.3g} hours" for v in [right, *wrong])
     text = f"The series is sampled every {m} minutes. When did its level shift, in hours?"
-    return _example(qid, text, options, y, 0)
+    return _in_hours(qid, text, y, t * m / 60, (0.5, 1.6, 2.5))
 
 
 def test_a_position_in_the_questions_units_is_read_per_interval_and_length():
@@ -354,8 +351,4 @@ def test_a_position_in_the_questions_units_is_read_per_interval_and_length():
     best, cache = ranked[0], SpecCache()
     assert best.spec.per == 0 and best.spec.per_len
     new = [_shift_time(f"n{i}", 100 + i) for i in range(10)]
-    hits = sum(
-        apply_rule(best.rule, cache.get(best.spec, e.question), e.question.options).option == e.gold
-        for e in new
-    )
-    assert hits >= 9
+    assert _hits(best, cache, new) >= 9
