@@ -29,7 +29,7 @@ from typing import Any
 from tsevo.library.sandbox.limits import SandboxLimits
 from tsevo.library.tool import ReadingRule
 
-from .measure import Spec, number_is_float
+from .measure import Spec, number_is_float, per_source
 
 #: Most keys in a tool's result (the sandbox's default bound).
 MAX_OUTPUTS = SandboxLimits().max_outputs
@@ -213,14 +213,13 @@ def _branch_lines(m: Peer, p: str, pad: str) -> list[str]:
     lines: list[str] = []
     r = "r"  # members run one after another: one name serves them all
 
-    scale = f" * nums[{s.per}]" if s.per is not None else ""
-    scale += " * len(y)" if s.per_len else ""
+    stated, scale = per_source(s) if s.per is not None else ("", "")
 
     def put(src: str, ind: str) -> list[str]:
         return [f"{ind}out[{p + k!r}] = {src}[{k!r}]{scale}" for k in keys]
 
     if s.per is not None:  # read per the question's number: only where it states one above zero
-        lines += [f"{pad}if len(nums) > {s.per} and nums[{s.per}] > 0:"]
+        lines += [f"{pad}if {stated}:"]
         pad += "    "
     if s.mode == "primary":
         lines += [f"{pad}{r} = {_call(s, 'y')}", f"{pad}if {r} is not None:"]

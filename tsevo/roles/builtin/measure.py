@@ -52,6 +52,7 @@ __all__ = [
     "RankedMeasurement",
     "Spec",
     "SpecCache",
+    "per_source",
     "spec_source",
     "spec_values",
 ]
@@ -98,6 +99,11 @@ class Spec:
             raise ValueError(f"per={self.per} needs a primary or pair mode, not {self.mode!r}")
         if self.per_len and (self.per is None or self.mode != "primary"):
             raise ValueError(f"per_len needs per and the primary mode, not {self.mode!r}")
+
+    @property
+    def unscaled(self) -> Spec:
+        """The same measurement as measured (no ``per`` / ``per_len`` reading)."""
+        return replace(self, per=None, per_len=False)
 
     def kwargs(self) -> dict[str, Any]:
         """Parameters as a dict."""
@@ -228,10 +234,20 @@ def _per(spec: Spec, q: QuestionView, vals: dict[str, float] | None) -> dict[str
     return {k: v * f for k, v in vals.items()}
 
 
+def per_source(spec: Spec) -> tuple[str, str]:
+    """Tool source of a ``per`` reading: its condition and the factor its values take.
+
+    The condition holds where the question states its number above zero; both are ``_per``'s
+    arithmetic, written for the sandbox.
+    """
+    scale = f" * nums[{spec.per}]" + (" * len(y)" if spec.per_len else "")
+    return f"len(nums) > {spec.per} and nums[{spec.per}] > 0", scale
+
+
 def spec_values(spec: Spec, q: QuestionView) -> dict[str, float] | None:
     """Compute a spec's scalar values on one question (``None`` when it does not apply or abstains)."""
     if spec.per is not None:
-        return _per(spec, q, spec_values(replace(spec, per=None, per_len=False), q))
+        return _per(spec, q, spec_values(spec.unscaled, q))
     ps = CATALOG.get(spec.primitive)
     if ps is None:
         return None
@@ -299,7 +315,7 @@ class SpecCache:
         key = (spec, q.fingerprint)
         if key not in self.data:
             if spec.per is not None:
-                self.data[key] = _per(spec, q, self.get(replace(spec, per=None, per_len=False), q))
+                self.data[key] = _per(spec, q, self.get(spec.unscaled, q))
             else:
                 self.data[key] = spec_values(spec, q)
         return self.data[key]
@@ -428,11 +444,8 @@ def spec_source(specs: list[tuple[Spec, list[str]]], name: str = "tool", doc: st
         lines += [f"    if {r} is None:", "        return None"]
         scale = ""
         if s.per is not None:
-            lines += [
-                f"    if len(nums) <= {s.per} or not nums[{s.per}] > 0:",
-                "        return None",
-            ]
-            scale = f" * nums[{s.per}]" + (" * len(y)" if s.per_len else "")
+            stated, scale = per_source(s)
+            lines += [f"    if not ({stated}):", "        return None"]
         for j, k in enumerate(keys):
             lines.append(f"    v{i}_{j} = {r}[{k!r}]{scale}")
             literal.append((k, f"v{i}_{j}"))
