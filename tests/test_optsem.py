@@ -11,7 +11,7 @@ import pytest
 
 from tsevo.data import Question, QuestionView
 from tsevo.library.reading import apply_rule
-from tsevo.roles.builtin import MeasurementPlanner
+from tsevo.roles.builtin import MeasurementPlanner, optsem
 from tsevo.roles.builtin.kindplan import KindPlanSettings, plan_kinds
 from tsevo.roles.builtin.measure import SpecCache
 from tsevo.roles.builtin.optsem import (
@@ -24,7 +24,7 @@ from tsevo.roles.builtin.optsem import (
     significance_rule,
     yes_no,
 )
-from tsevo.roles.builtin.rules import Row
+from tsevo.roles.builtin.rules import Row, read_option, train_accuracy
 from tsevo.roles.protocols import Dossier, Example
 
 BME = ("Beginning", "Middle", "End")
@@ -109,6 +109,34 @@ def test_a_direction_is_read_by_its_sign_with_a_fitted_no_change_band():
     assert three is not None and three.labels == ("downward", "flat", "upward")
     lo, hi = three.bins
     assert lo == -hi and 0.4 < hi < 2.0  # the band separates flat from the two trends
+
+
+def test_a_three_way_direction_reads_rows_that_hold_no_no_change_answer():
+    # a handful of rows often holds only trends: the band lies between zero and the nearest row
+    opts = ("downward", "no clear trend", "upward")
+    meaning = option_semantics(opts)
+    rows = _rows([-2.0, 3.0, 1.0], [0, 2, 2], opts, "slope")
+    rule = semantic_rule(meaning, rows, "slope")
+    assert rule is not None and rule.labels == ("downward", "no clear trend", "upward")
+    lo, hi = rule.bins
+    assert lo == -hi and hi == pytest.approx(0.5)  # halfway from zero to the smallest trend
+    assert train_accuracy(rule, rows) == 1.0
+    flat = _rows([0.1], [1], opts, "slope")[0]
+    assert read_option(rule, flat) == 1  # a value near zero reads "no clear trend"
+
+
+def test_a_directions_leave_one_out_holds_out_the_only_row_of_one_sign():
+    # the measurement is signed on all rows; a fold without the one downward row is still read by
+    # sign (a fold's own rows would call it unsigned, and every measurement would miss the row)
+    opts = ("downward", "no clear trend", "upward")
+    rows = _rows([-1.0, 1.0, 1.0], [0, 2, 2], opts, "direction")
+    assert optsem._loo(option_semantics(opts), rows, "direction") == 1.0
+    s12 = ("Series 1", "Series 2")
+    pair = _rows([-1.0, 2.0, 0.5, 1.5], [0, 1, 1, 1], s12, "d")
+    assert optsem._loo(option_semantics(s12), pair, "d") == 1.0
+    # a measurement that never takes both signs is still no direction
+    unsigned = _rows([0.5, 1.0, 2.0], [0, 2, 2], opts, "count")
+    assert optsem._loo(option_semantics(opts), unsigned, "count") == 0.0
 
 
 def test_which_series_is_read_by_a_sign_whose_side_is_fitted():

@@ -208,9 +208,20 @@ def option_semantics(options: Sequence[str]) -> tuple[str, tuple[str, ...]] | No
 
 
 def _band(values: Sequence[float], labels: Sequence[str], order: Sequence[str]) -> float:
-    """The "no change" half-width ``d`` reading most rows right (the middle of the best interval)."""
+    """The "no change" half-width ``d > 0`` reading most rows right (the middle of the best interval).
+
+    Candidates lie between consecutive magnitudes, halfway from zero to the smallest one, and past
+    the largest: rows with no "no change" label leave the band between zero and the nearest row
+    (a band of zero would read no value as "no change" at all).
+    """
     mags = np.unique(np.abs(np.asarray(values, dtype=float)))
-    cands = np.concatenate(([0.0], (mags[:-1] + mags[1:]) / 2.0, [mags[-1] * 1.5 + 1e-12]))
+    pos = mags[mags > 0.0]
+    cands = np.unique(
+        np.concatenate(((mags[:-1] + mags[1:]) / 2.0, pos[:1] / 2.0, [mags[-1] * 1.5 + 1e-12]))
+    )
+    cands = cands[cands > 0.0]
+    if cands.size == 0:
+        return 0.0
     scores = []
     for d in cands:
         hits = 0
@@ -251,7 +262,10 @@ def significance_rule(rows: Sequence[Row], key: str, alpha: float = ALPHA) -> Re
 
 
 def semantic_rule(
-    meaning: tuple[str, tuple[str, ...]], rows: Sequence[Row], key: str
+    meaning: tuple[str, tuple[str, ...]],
+    rows: Sequence[Row],
+    key: str,
+    signed: bool | None = None,
 ) -> ReadingRule | None:
     """The rule the options name, reading ``key`` (``None`` when the values cannot mean it).
 
@@ -260,6 +274,8 @@ def semantic_rule(
     is a direction whose side is fitted: ``key`` is the second series' measurement minus the
     first's (``dual_diff``) or a signed measurement of the pair (a lag), and whether a larger value
     means the second series ("the noisier one") or the first ("the smoother one") is the one bit.
+    ``signed``: whether ``key`` is a signed measurement, judged on more rows than ``rows`` (a
+    leave-one-out fold may hold one sign only); by default, whether ``rows`` take both signs.
     """
     kind, order = meaning
     if kind == "significance":
@@ -273,7 +289,9 @@ def semantic_rule(
             return None
         cuts = (0.5,) if len(order) == 2 else (1 / 3, 2 / 3)
         return ReadingRule("label", key, tuple(round(c, 10) for c in cuts), order)
-    if LOCATION_KEY.search(key) or min(vals) >= 0.0 or max(vals) <= 0.0:
+    if signed is None:
+        signed = _signed(vals)
+    if LOCATION_KEY.search(key) or not signed:
         return None  # a direction needs a signed measurement that takes both signs
     if kind != "series":
         return _signed_rule(have, vals, key, order)
@@ -295,14 +313,22 @@ def _signed_rule(
     return ReadingRule("label", key, (round(-d, 10), round(d, 10)), order)
 
 
+def _signed(vals: Sequence[float]) -> bool:
+    return bool(vals) and min(vals) < 0.0 < max(vals)
+
+
 def _loo(meaning: tuple[str, tuple[str, ...]], rows: Sequence[Row], key: str) -> float:
-    """Leave-one-out accuracy (the band and a series reading's side are fitted; positions: none)."""
+    """Leave-one-out accuracy (the band and a series reading's side are fitted; positions: none).
+
+    Whether the measurement is signed is judged on every row, not on each fold's.
+    """
     if meaning[0] == "position" or (len(meaning[1]) == 2 and meaning[0] != "series"):
         rule = semantic_rule(meaning, rows, key)
         return train_accuracy(rule, rows) if rule is not None else 0.0
+    signed = _signed([r.values[key] for r in rows if r.values and key in r.values])
     hits = 0
     for i, r in enumerate(rows):
-        rule = semantic_rule(meaning, [*rows[:i], *rows[i + 1 :]], key)
+        rule = semantic_rule(meaning, [*rows[:i], *rows[i + 1 :]], key, signed)
         if rule is not None:
             hits += int(read_option(rule, r) == r.gold)
     return hits / len(rows)
