@@ -225,24 +225,31 @@ def test_composite_source_computes_what_the_planner_measured(sb):
         Spec("trend", per=0),  # read per the question's first number
         Spec("xcorr", "pair", per=0),
         Spec("extremes", per=0, per_len=True),  # a location per the number and the length
+        Spec("local_anomaly_profile", "resid"),  # where the second series departs from the first
     ]
+    keys = {"resid": ("argmax_frac",)}  # a residual is read as a location only
     brs = [
         Branch(
             (f"k{i}",),
             (),
             (),
             sp,
-            CATALOG[sp.primitive].outputs[:2],
+            keys.get(sp.mode, CATALOG[sp.primitive].outputs[:2]),
             ReadingRule(
-                "label", key=CATALOG[sp.primitive].outputs[0], bins=(0.0,), labels=("a", "b")
+                "label",
+                key=keys.get(sp.mode, CATALOG[sp.primitive].outputs)[0],
+                bins=(0.0,),
+                labels=("a", "b"),
             ),
         )
         for i, sp in enumerate(specs)
     ]
     src = composite_source(brs, "comp")
     assert sb.check(src).ok
-    qs = list(make_suite("tiny", seed=3))[:40]
-    for q, r in zip(qs, sb.run(src, [ToolInput.from_question(q) for q in qs]), strict=True):
+    pairs = [q for q in make_suite("mixed", seed=3) if len(q.primary) == 2][:8]
+    qs = list(make_suite("tiny", seed=3))[:40] + pairs
+    runs = sb.run(src, [ToolInput.from_question(q) for q in qs])
+    for q, r in zip(qs, runs, strict=True):
         want = {}
         for i, b in enumerate(brs, 1):
             for k, v in (spec_values(b.spec, QuestionView.of(q, "x")) or {}).items():
@@ -250,6 +257,10 @@ def test_composite_source_computes_what_the_planner_measured(sb):
                 if base in b.keys:
                     want[f"b{i}_{k}"] = v
         assert dict(r.outputs or {}) == pytest.approx(want)
+    # the residual is measured exactly where two primary series of one length are
+    resid = f"b{len(brs)}_argmax_frac"
+    both = [len(q.primary) == 2 and len({len(q.series[s]) for s in q.primary}) == 1 for q in qs]
+    assert [resid in (r.outputs or {}) for r in runs] == both and sum(both) >= 4
     rule = branch_rule(brs)
     assert [b.read_keys()[0] for b in rule.branches] == [
         f"b{i}_{b.keys[0]}" for i, b in enumerate(brs, 1)
@@ -308,3 +319,48 @@ def test_a_composite_card_becomes_a_dispatching_tool_with_kind_scopes(sb):
         group, 2, [AttemptFeedback(1, t1.id, t1.contract.measurement, "harmful")], []
     )
     assert t2 is not None and t2.contract.measurement == "composite(trend.slope)"
+
+
+def test_a_residual_measures_where_two_series_of_one_length_differ(sb):
+    """``resid``: a primitive on the second series minus the first, read as a location only."""
+    from tsevo.library.primitives import CATALOG
+    from tsevo.roles.builtin.measure import LOCATION_KEY, Spec, spec_values
+    from tsevo.roles.builtin.specsource import spec_source
+
+    rng = np.random.default_rng(0)
+    n = 240
+    a = np.sin(np.arange(n) / 6.0) * 3.0 + 0.1 * rng.standard_normal(n)
+    b = a + 0.05 * rng.standard_normal(n)
+    b[150:156] += 4.0  # an anomaly injected into a copy
+
+    def ask(series: dict, primary: tuple) -> Question:
+        return Question(
+            id="r",
+            source="t",
+            task="mixed",
+            question="Series 2 is a copy of series 1 with an injected anomaly. Where is it?",
+            options=("Beginning", "Middle", "End"),
+            series=series,
+            primary=primary,
+            gold=2,
+        )
+
+    spec = Spec("local_anomaly_profile", "resid")
+    assert spec.describe("argmax_frac") == "local_anomaly_profile.argmax_frac[resid]"
+    q = ask({"ts1": a, "ts2": b}, ("ts1", "ts2"))
+    vals = spec_values(spec, QuestionView.of(q, "x"))
+    assert vals and all(LOCATION_KEY.search(k) for k in vals)
+    assert set(vals) < set(CATALOG["local_anomaly_profile"].outputs)  # magnitudes are left out
+    assert vals["argmax_frac"] == pytest.approx(152 / (n - 1), abs=0.06)  # a window of 0.1 n
+    # each series alone has no such location: the sine's own extremes are everywhere
+    alone = spec_values(Spec("local_anomaly_profile"), QuestionView.of(q, "x"))
+    assert alone["argmax_frac"] != pytest.approx(vals["argmax_frac"], abs=0.06)
+    # two series of different lengths, or one series, have no residual
+    short = ask({"ts1": a, "ts2": b[:200]}, ("ts1", "ts2"))
+    assert spec_values(spec, QuestionView.of(short, "x")) is None
+    assert spec_values(spec, QuestionView.of(ask({"ts1": a}, ("ts1",)), "x")) is None
+    src = spec_source([(spec, ["argmax_frac"])])
+    assert sb.check(src).ok
+    got = sb.run(src, [ToolInput.from_question(x) for x in (q, short)])
+    assert dict(got[0].outputs) == pytest.approx({"argmax_frac": vals["argmax_frac"]})
+    assert not got[1].outputs

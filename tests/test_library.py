@@ -227,7 +227,8 @@ def test_save_killed_between_renames_is_recovered(tmp_path):
 
 def test_question_numbers_bind_to_primitive_parameters():
     from tsevo.library.sandbox import check_source
-    from tsevo.roles.builtin.measure import Spec, spec_source, spec_values
+    from tsevo.roles.builtin.measure import Spec, spec_values
+    from tsevo.roles.builtin.specsource import spec_source
 
     y = np.concatenate([np.zeros(60), np.linspace(0, 5, 40)])
     q = Question(
@@ -321,7 +322,8 @@ def test_reading_without_reasons_reads_the_same():
 def test_a_measurement_read_per_the_questions_number_is_in_its_units():
     """ "Sampled every N minutes ... in hours?": a period in samples times N, the same in the tool."""
     from tsevo.library.sandbox import check_source
-    from tsevo.roles.builtin.measure import Spec, SpecCache, spec_source, spec_values
+    from tsevo.roles.builtin.measure import Spec, SpecCache, spec_values
+    from tsevo.roles.builtin.specsource import spec_source
 
     y = np.sin(2 * np.pi * np.arange(240) / 24.0)
     text = "The series is sampled every 15 minutes. What is the period of its cycle, in hours?"

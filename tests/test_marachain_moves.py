@@ -45,8 +45,9 @@ from tsevo.marachain.moves import (
 )
 from tsevo.marachain.step import Parent, artifact_key, choose_move
 from tsevo.roles.builtin.composite import Branch
-from tsevo.roles.builtin.measure import Spec, SpecCache, spec_source
+from tsevo.roles.builtin.measure import Spec, SpecCache
 from tsevo.roles.builtin.specs import enumerate_specs
+from tsevo.roles.builtin.specsource import spec_source
 from tsevo.roles.protocols import Example
 
 

@@ -32,8 +32,9 @@ from tsevo.library.tool import (
 from tsevo.marachain import Bar, BatchSpec, NodeScore, ScoreHistory
 from tsevo.marachain.moves import categories, family_order
 from tsevo.marachain.step import Parent, artifact_key, choose_move
-from tsevo.roles.builtin.measure import Spec, spec_source
+from tsevo.roles.builtin.measure import Spec
 from tsevo.roles.builtin.specs import enumerate_specs
+from tsevo.roles.builtin.specsource import spec_source
 from tsevo.roles.protocols import Example
 
 XCORR = CATALOG["xcorr"].fn

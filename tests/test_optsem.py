@@ -255,6 +255,40 @@ def test_four_rows_pick_a_location_that_reads_new_questions():
     assert semantic_rank(cache, [yes, *train]) == []
 
 
+def _injected(qid: str, text: str, where: int, seed: int, n: int = 180) -> Example:
+    """Series 2 a copy of a busy series 1 with a bump injected in third ``where`` (0, 1, 2)."""
+    rng = np.random.default_rng(seed)
+    a = np.sin(np.arange(n) / rng.uniform(3.0, 6.0)) * 2.0 + 0.4 * rng.standard_normal(n)
+    b = a + 0.05 * rng.standard_normal(n)
+    at = int((where + rng.uniform(0.25, 0.75)) * n / 3)
+    b[at : at + 4] += rng.choice([-1.0, 1.0]) * 2.5
+    q = Question(
+        id=qid,
+        source="test",
+        task="mixed",
+        question=text,
+        options=BME,
+        series={"ts1": a, "ts2": b},
+        primary=("ts1", "ts2"),
+        gold=where,
+    )
+    return Example(QuestionView.of(q, "v" + qid), where, _Rec(final_answer=(where + 1) % 3))
+
+
+def test_four_pairs_locate_an_anomaly_injected_into_a_copy_by_their_residual():
+    # neither series alone shows where the bump is (series 1 swings further every cycle); their
+    # difference does, read in thirds with nothing fitted
+    text = "Series 2 is a copy of series 1 into which an anomaly was injected. Where is it?"
+    train = [_injected(f"t{i}", text, w, i) for i, w in enumerate((0, 1, 2, 1))]
+    cache = SpecCache()
+    ranked = semantic_rank(cache, train, words=frozenset({"anomaly", "copy"}))
+    assert ranked and ranked[0].cv_acc == 1.0
+    best = ranked[0]
+    assert best.spec.mode == "resid" and LOCATION_KEY.search(best.key)
+    new = [_injected(f"n{i}", text, i % 3, 100 + i) for i in range(12)]
+    assert _hits(best, cache, new) >= 11
+
+
 def test_phrasings_that_share_no_word_pool_under_options_that_name_positions():
     a = "Where in X is the spike?"
     b = "In which part of X does the outlier occur?"

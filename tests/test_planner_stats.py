@@ -17,7 +17,7 @@ from tsevo.library.primitives import CATALOG, primitive
 from tsevo.library.reading import apply_rule
 from tsevo.library.sandbox import Sandbox, check_source
 from tsevo.library.tool import ReadingRule
-from tsevo.roles.builtin.measure import Spec, number_is_float, spec_source, spec_values
+from tsevo.roles.builtin.measure import Spec, number_is_float, spec_values
 from tsevo.roles.builtin.rules import (
     Row,
     _fit_alternating,
@@ -29,6 +29,7 @@ from tsevo.roles.builtin.rules import (
     tune_margin,
 )
 from tsevo.roles.builtin.specs import _number_bindings, enumerate_specs
+from tsevo.roles.builtin.specsource import spec_source
 
 FS = 128.0
 

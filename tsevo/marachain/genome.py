@@ -31,9 +31,10 @@ from tsevo.roles.builtin.composite import (
     composite_source,
     member_prefix,
 )
-from tsevo.roles.builtin.measure import MODES, Spec, SpecCache, spec_source
+from tsevo.roles.builtin.measure import MODES, Spec, SpecCache
 from tsevo.roles.builtin.rules import Row, cross_validate, fit_rule, train_accuracy, tune_margin
 from tsevo.roles.builtin.specs import words_ok
+from tsevo.roles.builtin.specsource import spec_source
 
 __all__ = [
     "EVIDENCE_CV",

@@ -29,7 +29,7 @@ from typing import Any
 from tsevo.library.sandbox.limits import SandboxLimits
 from tsevo.library.tool import ReadingRule
 
-from .measure import Spec, number_is_float, per_source
+from .measure import WINDOW_ARGS, Spec, number_is_float, per_source
 
 #: Most keys in a tool's result (the sandbox's default bound).
 MAX_OUTPUTS = SandboxLimits().max_outputs
@@ -45,7 +45,7 @@ __all__ = [
     "within",
 ]
 
-_WINDOW = {"window2": ("a", "b"), "window4": ("a", "b", "c", "d")}
+
 _PER_CANDIDATE = ("cand", "cand_diff")  # modes that return one output per candidate series
 
 
@@ -224,8 +224,8 @@ def _branch_lines(m: Peer, p: str, pad: str) -> list[str]:
     if s.mode == "primary":
         lines += [f"{pad}{r} = {_call(s, 'y')}", f"{pad}if {r} is not None:"]
         lines += put(r, pad + "    ")
-    elif s.mode in _WINDOW:
-        names = _WINDOW[s.mode]
+    elif s.mode in WINDOW_ARGS:
+        names = WINDOW_ARGS[s.mode]
         args = ", ".join(f"{n}=int(nums[{j}])" for j, n in enumerate(names))
         lines += [f"{pad}if len(nums) >= {len(names)}:"]
         lines += [f"{pad}    {r} = {_call(s, 'y, ' + args)}", f"{pad}    if {r} is not None:"]
@@ -246,9 +246,16 @@ def _branch_lines(m: Peer, p: str, pad: str) -> list[str]:
         lines += [f"{pad}if {' and '.join(conds)}:"]
         lines += [f"{pad}    {r} = {call}", f"{pad}    if {r} is not None:"]
         lines += put(r, pad + "        ")
-    elif s.mode in ("dual_diff", "pair"):
+    elif s.mode in ("dual_diff", "resid", "pair"):
         lines += [f"{pad}if ctx.n_primary() >= 2:", f"{pad}    y2 = ctx.primary(1)"]
-        if s.mode == "pair":
+        if s.mode == "resid":
+            lines += [
+                f"{pad}    if len(y2) == len(y):",
+                f"{pad}        {r} = {_call(s, 'y2 - y')}",
+                f"{pad}        if {r} is not None:",
+            ]
+            lines += put(r, pad + "            ")
+        elif s.mode == "pair":
             lines += [f"{pad}    {r} = {_call(s, 'y, y2')}", f"{pad}    if {r} is not None:"]
             lines += put(r, pad + "        ")
         else:

@@ -1,7 +1,7 @@
 """Measurement specs: a catalog primitive, its parameters and how it is fed from a question.
 
 The builtin planner searches these specs on a bucket's train rows and the builtin synthesizer turns
-the chosen spec into real tool source (:func:`spec_source`), so what is measured at planning time is
+the chosen spec into real tool source (:func:`~.specsource.spec_source`), so what is measured at planning time is
 exactly what the tool computes in the sandbox.
 
 Feeding modes:
@@ -15,6 +15,8 @@ Feeding modes:
     (e.g. a forecast horizon and the length of the recent window the question states).
 ``dual_diff``
     ``P.f(second)[k] - P.f(first)[k]`` for two primary series.
+``resid``
+    ``P.f(second - first)`` for two primary series of one length: where and how they differ.
 ``pair``
     ``P.f(first, second)`` for a two-series primitive.
 ``covariate``
@@ -36,6 +38,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -47,13 +50,14 @@ from tsevo.library.context import extract_numbers, mentions
 from tsevo.library.primitives import CATALOG
 
 __all__ = [
+    "LOCATION_KEY",
     "MODES",
     "PER_MODES",
+    "WINDOW_ARGS",
     "RankedMeasurement",
     "Spec",
     "SpecCache",
     "per_source",
-    "spec_source",
     "spec_values",
 ]
 
@@ -63,12 +67,21 @@ MODES = (
     "window4",
     "qnum",
     "dual_diff",
+    "resid",
     "pair",
     "covariate",
     "cand",
     "cand_diff",
 )
-_WINDOW_ARGS = {"window2": ("a", "b"), "window4": ("a", "b", "c", "d")}
+#: Output keys the catalog names as a location along the series, a fraction of its length (its
+#: naming convention: ``argmax_frac``, ``largest_loc_frac``, ``flat_start_frac``, ``discord_frac``...).
+#: A position is read only from these, a direction never (a location has no sign); a residual
+#: (``resid``) is read only as these: where two series differ.
+LOCATION_KEY = re.compile(
+    r"(^|_)(arg(max|min)(_[a-z]+)?|loc|index|start|break|discord|motif)_frac$"
+)
+#: The window bounds the ``window2`` / ``window4`` modes read from the question's numbers.
+WINDOW_ARGS = {"window2": ("a", "b"), "window4": ("a", "b", "c", "d")}
 #: Modes a measurement may be read per a question number in (``Spec.per``).
 PER_MODES = ("primary", "pair")
 
@@ -167,7 +180,7 @@ def _mentioned_covariate(q: QuestionView) -> str | None:
 
 
 def _window_args(spec: Spec, q: QuestionView, n: int) -> dict[str, int] | None:
-    names = _WINDOW_ARGS[spec.mode]
+    names = WINDOW_ARGS[spec.mode]
     nums = extract_numbers(q.question)
     if len(nums) < len(names):
         return None
@@ -244,6 +257,14 @@ def per_source(spec: Spec) -> tuple[str, str]:
     return f"len(nums) > {spec.per} and nums[{spec.per}] > 0", scale
 
 
+def _resid(q: QuestionView) -> np.ndarray | None:
+    """The second primary series minus the first, when there are two of one length."""
+    if len(q.primary) < 2:
+        return None
+    a, b = q.series[q.primary[0]], q.series[q.primary[1]]
+    return b - a if a.size == b.size else None
+
+
 def spec_values(spec: Spec, q: QuestionView) -> dict[str, float] | None:
     """Compute a spec's scalar values on one question (``None`` when it does not apply or abstains)."""
     if spec.per is not None:
@@ -260,7 +281,7 @@ def spec_values(spec: Spec, q: QuestionView) -> dict[str, float] | None:
             return _scalars(ps.fn(q.series[q.primary[0]], **bound), ps.outputs) or None
         if spec.mode == "primary":
             return _scalars(ps.fn(q.series[q.primary[0]], **kw), ps.outputs) or None
-        if spec.mode in _WINDOW_ARGS:
+        if spec.mode in WINDOW_ARGS:
             y = q.series[q.primary[0]]
             w = _window_args(spec, q, y.size)
             if w is None:
@@ -272,6 +293,10 @@ def spec_values(spec: Spec, q: QuestionView) -> dict[str, float] | None:
             r0 = _scalars(ps.fn(q.series[q.primary[0]], **kw), ps.outputs)
             r1 = _scalars(ps.fn(q.series[q.primary[1]], **kw), ps.outputs)
             return {k: r1[k] - r0[k] for k in r0 if k in r1} or None
+        if spec.mode == "resid":
+            d = _resid(q)
+            r = _scalars(ps.fn(d, **kw), ps.outputs) if d is not None else {}
+            return {k: v for k, v in r.items() if LOCATION_KEY.search(k)} or None
         if spec.mode == "pair":
             if len(q.primary) < 2:
                 return None
@@ -319,145 +344,6 @@ class SpecCache:
             else:
                 self.data[key] = spec_values(spec, q)
         return self.data[key]
-
-
-def _lit(v: Any) -> str:
-    return repr(v)
-
-
-def spec_source(specs: list[tuple[Spec, list[str]]], name: str = "tool", doc: str = "") -> str:
-    """Real tool source computing the given specs' keys (one zero-argument function).
-
-    Args:
-        specs: ``(spec, keys)`` pairs; for candidate modes, ``keys`` are base keys and the tool
-            returns ``<key>_<candidate>`` for every candidate.
-        name: Function name.
-        doc: One-line docstring.
-    """
-    lines = [f"def {name}():"]
-    if doc:
-        lines.append(f'    """{doc}"""')
-    lines.append("    out = {}")
-    need_nums = any(
-        s.mode in _WINDOW_ARGS or s.mode == "qnum" or s.per is not None for s, _ in specs
-    )
-    modes = {s.mode for s, _ in specs}
-    lines.append("    y = ctx.primary()")
-    if need_nums:
-        lines.append("    nums = ctx.question_numbers()")
-    if modes & {"dual_diff", "pair"}:
-        lines += ["    if ctx.n_primary() < 2:", "        return None", "    y2 = ctx.primary(1)"]
-    if "covariate" in modes:
-        lines += [
-            "    cov = None",
-            "    for c in ctx.covariate_names():",
-            "        if cov is None and ctx.question_mentions(c):",
-            "            cov = c",
-            "    if cov is None:",
-            "        return None",
-            "    z = ctx.series(cov)",
-        ]
-    if modes & {"cand", "cand_diff"}:
-        lines += [
-            "    cands = ctx.candidate_names()",
-            "    if len(cands) < 2:",
-            "        return None",
-        ]
-    literal: list[tuple[str, str]] = []
-    for i, (s, keys) in enumerate(specs):
-        kw = ", ".join(f"{k}={_lit(v)}" for k, v in s.params)
-        kws = f", {kw}" if kw else ""
-        r = f"r{i}"
-        if s.mode == "primary":
-            lines.append(f"    {r} = P.{s.primitive}(y{kws})")
-        elif s.mode == "qnum":
-            bound = {
-                k: (int(v[1:]), number_is_float(s.primitive, k))
-                for k, v in s.params
-                if isinstance(v, str) and v.startswith("#")
-            }
-            args = ", ".join(
-                (
-                    f"{k}=float(nums[{bound[k][0]}])"
-                    if bound[k][1]
-                    else f"{k}=int(nums[{bound[k][0]}])"
-                )
-                if k in bound
-                else f"{k}={_lit(v)}"
-                for k, v in s.params
-            )
-            lines += [
-                f"    if len(nums) < {max(i for i, _ in bound.values()) + 1}:",
-                "        return None",
-            ]
-            for i, flt in sorted(set(bound.values())):
-                if flt:
-                    lines += [f"    if not nums[{i}] >= 0:", "        return None"]
-                else:
-                    lines += [
-                        f"    if nums[{i}] <= 0 or nums[{i}] != int(nums[{i}]):",
-                        "        return None",
-                    ]
-            lines.append(f"    {r} = P.{s.primitive}(y, {args})")
-        elif s.mode in _WINDOW_ARGS:
-            names = _WINDOW_ARGS[s.mode]
-            lines += [
-                f"    if len(nums) < {len(names)}:",
-                "        return None",
-                f"    {', '.join(names)} = {', '.join(f'int(nums[{j}])' for j in range(len(names)))}",
-                f"    {r} = P.{s.primitive}(y, {', '.join(f'{n}={n}' for n in names)}{kws})",
-            ]
-        elif s.mode == "dual_diff":
-            lines += [
-                f"    {r}a = P.{s.primitive}(y{kws})",
-                f"    {r}b = P.{s.primitive}(y2{kws})",
-                f"    if {r}a is None or {r}b is None:",
-                "        return None",
-            ]
-            for j, k in enumerate(keys):
-                lines.append(f"    v{i}_{j} = {r}b[{k!r}] - {r}a[{k!r}]")
-                literal.append((k, f"v{i}_{j}"))
-            continue
-        elif s.mode == "pair":
-            lines.append(f"    {r} = P.{s.primitive}(y, y2{kws})")
-        elif s.mode == "covariate":
-            lines.append(f"    {r} = P.{s.primitive}(y, z{kws})")
-        elif s.mode in ("cand", "cand_diff"):
-            if s.mode == "cand_diff":
-                lines += [
-                    f"    {r}ref = P.{s.primitive}(y{kws})",
-                    f"    if {r}ref is None:",
-                    "        return None",
-                ]
-            lines.append("    for c in cands:")
-            if s.mode == "cand":
-                lines.append(f"        {r} = P.{s.primitive}(y, ctx.series(c){kws})")
-            else:
-                lines.append(f"        {r} = P.{s.primitive}(ctx.series(c){kws})")
-            lines += [f"        if {r} is None:", "            return None"]
-            for k in keys:
-                if s.mode == "cand":
-                    lines.append(f"        out[{k!r} + '_' + c] = {r}[{k!r}]")
-                else:
-                    lines.append(f"        out[{k!r} + '_' + c] = abs({r}[{k!r}] - {r}ref[{k!r}])")
-            continue
-        lines += [f"    if {r} is None:", "        return None"]
-        scale = ""
-        if s.per is not None:
-            stated, scale = per_source(s)
-            lines += [f"    if not ({stated}):", "        return None"]
-        for j, k in enumerate(keys):
-            lines.append(f"    v{i}_{j} = {r}[{k!r}]{scale}")
-            literal.append((k, f"v{i}_{j}"))
-    if not modes & {"cand", "cand_diff"}:
-        body = ", ".join(f"{k!r}: {v}" for k, v in literal)
-        lines.remove("    out = {}")
-        lines.append(f"    return {{{body}}}")
-        return "\n".join(lines) + "\n"
-    for k, v in literal:
-        lines.append(f"    out[{k!r}] = {v}")
-    lines.append("    return out")
-    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)

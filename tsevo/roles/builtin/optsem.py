@@ -42,7 +42,7 @@ from tsevo.library.tool import ReadingRule
 
 from ..protocols import Example
 from .concepts import relevance
-from .measure import RankedMeasurement, SpecCache
+from .measure import LOCATION_KEY, RankedMeasurement, SpecCache
 from .rules import Row, read_option, separation, train_accuracy
 from .specs import enumerate_specs, modes_for, rows_kind
 
@@ -57,12 +57,6 @@ __all__ = [
 ]
 
 _TOK = re.compile(r"[a-z]+")
-#: Output keys the catalog names as a location along the series, a fraction of its length (its
-#: naming convention: ``argmax_frac``, ``largest_loc_frac``, ``flat_start_frac``, ``discord_frac``...).
-#: A position is read only from these; a direction never is (a location has no sign).
-LOCATION_KEY = re.compile(
-    r"(^|_)(arg(max|min)(_[a-z]+)?|loc|index|start|break|discord|motif)_frac$"
-)
 #: Output keys the catalog names as a test's p-value (``p``, ``ks_p``, ``p_a_to_b``, ``mk_p``...). A
 #: key so named counts as a p-value only where it reads as one (every value in [0, 1], not all
 #: whole numbers: ``arma_order.p`` is an order).

@@ -49,6 +49,7 @@ MODE_SIGNATURE: dict[str, tuple[str, ...]] = {
     "window4": ("primary", "question_numbers"),
     "qnum": ("primary", "question_numbers"),
     "dual_diff": ("primary", "primary"),
+    "resid": ("primary", "primary"),
     "pair": ("primary", "primary"),
     "covariate": ("primary", "covariate"),
     "cand": ("reference", "candidates"),
@@ -111,7 +112,7 @@ def enumerate_specs(modes: Sequence[str]) -> list[Spec]:
                 if ps.arity == "single":
                     out.extend(Spec(name, "qnum", v) for v in qvariants)
                 continue
-            if mode in ("primary", "dual_diff", "cand_diff") and ps.arity != "single":
+            if mode in ("primary", "dual_diff", "resid", "cand_diff") and ps.arity != "single":
                 continue
             if mode in ("pair", "covariate", "cand") and ps.arity == "single":
                 continue
@@ -237,7 +238,7 @@ def modes_for(arity: str, qs: Sequence[QuestionView]) -> list[str]:
     counts = [len(extract_numbers(q.question)) for q in qs]
     per = ["per"] if counts and min(counts) >= 1 and all(map(_quantities, qs)) else []
     if arity == "dual":
-        return ["pair", "dual_diff", *per]
+        return ["pair", "dual_diff", "resid", *per]
     if arity == "covariate":
         return ["covariate", "primary"]
     modes = ["primary", *per]

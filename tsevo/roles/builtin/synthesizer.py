@@ -2,7 +2,7 @@
 
 Attempt ``i`` takes the ``i``-th not-yet-tried measurement of the group's ranked plan (or the two-feature
 calibration request first, when the planner made one), writes the source with
-:func:`~tsevo.roles.builtin.measure.spec_source`, and attaches guidance: text for an LLM reviewer and
+:func:`~tsevo.roles.builtin.specsource.spec_source`, and attaches guidance: text for an LLM reviewer and
 the planner's fitted reading rule for the builtin reviewer. The source goes through the same gate,
 checks and sandbox as any LLM-written tool. A repair for a contract violation drops the violating part
 (e.g. a refused calibration falls back to the single best measurement).
@@ -27,7 +27,8 @@ from .composite import (
     composite_source,
     within,
 )
-from .measure import Spec, spec_source
+from .measure import Spec
+from .specsource import spec_source
 
 __all__ = ["COMPOSITE_BARS", "TemplateSynthesizer"]
 
