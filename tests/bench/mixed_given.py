@@ -34,6 +34,19 @@ from tsevo.roles.builtin.kindplan import KindPlanSettings
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def changes(
+    old: dict[str, Any], new: dict[str, Any], seeds: list[int]
+) -> list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
+    """(kind, fit seed, old entry, new entry) wherever a kind's accuracy moved between two runs."""
+    return [
+        (kind, str(s), old[kind][str(s)], v[str(s)])
+        for kind, v in sorted(new.items())
+        if kind in old
+        for s in seeds
+        if str(s) in old[kind] and old[kind][str(s)]["acc"] != v[str(s)]["acc"]
+    ]
+
+
 def _kind(kind: str) -> tuple[str, dict[str, Any]]:
     data = mt._STATE["data"]
     fit, ev_seeds = mt._STATE["fit"], mt._STATE["eval"]
@@ -84,16 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     if against:
         old = json.loads(Path(against).read_text())
         print(f"against {against}: {100 * old['given']['mean']:.1f}%")
-        for kind, v in per_kind.items():
-            o = old["kinds"].get(kind)
-            if o is None:
-                continue
-            moved = [s for s in map(str, fit) if o[s]["acc"] != v[s]["acc"]]
-            for s in moved:
-                print(
-                    f"  {kind:28s} {s} {o[s]['acc']:.3f} -> {v[s]['acc']:.3f}  "
-                    f"{o[s]['measurement'][:40]} => {v[s]['measurement'][:40]}"
-                )
+        for kind, s, was, now in changes(old["kinds"], per_kind, fit):
+            print(
+                f"  {kind:28s} {s} {was['acc']:.3f} -> {now['acc']:.3f}  "
+                f"{was['measurement'][:40]} => {now['measurement'][:40]}"
+            )
     return 0
 
 
