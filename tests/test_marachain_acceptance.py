@@ -137,6 +137,13 @@ def test_bar_reads_the_protocol_and_follows_the_prefilter_order():
     assert BAR.check(_score(1, 0, exec_errors=1, tool_runs=20)).passed  # 0.05 <= cap
     strong, weak = BAR.check(_score(13, 0)), BAR.check(_score(12, 0))
     assert strong.strong and not weak.strong  # repair rate 13/32 >= 0.40 > 12/32
+    # two held-out errors are too few to ask for a repair; the harm cap still applies
+    small = BatchSpec.build("g1", H[:2], P, _train)
+    none = NodeScore.from_outcome(small, repairs=[], harms=[])
+    assert BAR.check(none).outcome == "passed"
+    assert BAR.check(NodeScore.from_outcome(small, repairs=[], harms=P[:4])).outcome == "harmful"
+    assert Bar(min_held_out=0).check(none).outcome == "no_repair"
+    assert Bar.of(ProtocolConfig(prefilter_min_held_out=0)) == Bar(min_held_out=0)
 
 
 # ---- batch and scores ---------------------------------------------------------------------------

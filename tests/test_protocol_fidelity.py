@@ -339,6 +339,38 @@ class _TiedEvaluator:
         return {q.id: _rec(q.id, i < fixes, tid if i < fixes else "") for i, q in enumerate(qs)}
 
 
+class _NoRepairEvaluator:
+    """Every attempt repairs nothing and harms nothing."""
+
+    def answer(self, split: str, library: Library, qs: Any) -> dict[str, AnswerRecord]:
+        return {q.id: _rec(q.id, False) for q in qs}
+
+
+@pytest.mark.parametrize(
+    ("n_held", "min_held", "want"),
+    [(1, 3, "passed"), (2, 3, "passed"), (3, 3, "no_repair"), (1, 0, "no_repair")],
+)
+def test_no_repair_refuses_a_tool_only_where_the_screen_runs_enough_held_out_errors(
+    n_held: int, min_held: int, want: str
+) -> None:
+    # one or two held-out errors missed say nothing of a tool that serves many question kinds;
+    # the harm probe (empty here) and execution errors still screen it
+    held = [_question(i) for i in range(n_held)]
+    base = {q.id: _rec(q.id, False) for q in held}
+    cfg = ProtocolConfig(max_synthesis_attempts=1, prefilter_min_held_out=min_held)
+    out = _run_group(
+        _Synth(),
+        _Planner(),
+        _Sandbox(ok=True),
+        held,
+        cfg,
+        evaluator=_NoRepairEvaluator(),
+        base=base,
+    )
+    assert [a.outcome for a in out.attempts] == [want]
+    assert (out.survivor is not None) == (want == "passed")
+
+
 def test_a_retry_replaces_the_survivor_only_by_doing_better_on_the_prefilter() -> None:
     held = [_question(i) for i in range(5)]
     base = {q.id: _rec(q.id, False) for q in held}

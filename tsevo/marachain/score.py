@@ -338,6 +338,7 @@ class Bar:
     harm_cap_frac: float = 0.10
     exec_error_cap: float = 0.05
     early_stop: float = 0.40
+    min_held_out: int = 3
 
     @classmethod
     def of(cls, cfg: Any) -> Bar:
@@ -348,6 +349,7 @@ class Bar:
             cfg.prefilter_harm_cap_frac,
             cfg.prefilter_exec_error_cap,
             cfg.prefilter_early_stop,
+            cfg.prefilter_min_held_out,
         )
 
     def harm_cap(self, n_probe: int) -> float:
@@ -358,7 +360,7 @@ class Bar:
         """Measure a node as the prefilter measures a direct attempt (same order of tests)."""
         repairs, harms = len(score.repairs), len(score.harms)
         cap, err = self.harm_cap(score.n_probe), score.error_rate
-        if repairs < self.min_repairs:
+        if repairs < self.min_repairs and score.n_held_out >= self.min_held_out:
             outcome = "no_repair"
         elif harms > cap:
             outcome = "harmful"
