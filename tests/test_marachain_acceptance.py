@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tsevo.evolve.config import ProtocolConfig
+from tsevo.evolve.support import SupportConfig
 from tsevo.marachain import (
     Bar,
     BatchSpec,
@@ -143,7 +144,7 @@ def test_bar_reads_the_protocol_and_follows_the_prefilter_order():
     assert BAR.check(none).outcome == "passed"
     assert BAR.check(NodeScore.from_outcome(small, repairs=[], harms=P[:4])).outcome == "harmful"
     assert Bar(min_held_out=0).check(none).outcome == "no_repair"
-    assert Bar.of(ProtocolConfig(prefilter_min_held_out=0)) == Bar(min_held_out=0)
+    assert Bar.of(ProtocolConfig(support=SupportConfig(min_held_out=0))) == Bar(min_held_out=0)
 
 
 # ---- batch and scores ---------------------------------------------------------------------------

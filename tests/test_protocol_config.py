@@ -32,7 +32,6 @@ TABLE_3 = {
     "calibration_model": "binary_decision_tree_v1",
     "prefilter_errors": 32,
     "prefilter_min_repairs": 1,
-    "prefilter_min_held_out": 3,
     "prefilter_early_stop": 0.40,
     "prefilter_harm_probe": 32,
     "prefilter_harm_cap_abs": 2,

@@ -32,6 +32,7 @@ from tsevo.evolve.config import ProtocolConfig
 from tsevo.evolve.evaluate import gate_between
 from tsevo.evolve.round import prune
 from tsevo.evolve.steps import RoundContext
+from tsevo.evolve.support import SupportConfig
 from tsevo.evolve.synthesize import run_group
 from tsevo.evolve.views import ViewIds
 from tsevo.library.library import Library, Stage, library_from_tools
@@ -357,7 +358,7 @@ def test_no_repair_refuses_a_tool_only_where_the_screen_runs_enough_held_out_err
     # the harm probe (empty here) and execution errors still screen it
     held = [_question(i) for i in range(n_held)]
     base = {q.id: _rec(q.id, False) for q in held}
-    cfg = ProtocolConfig(max_synthesis_attempts=1, prefilter_min_held_out=min_held)
+    cfg = ProtocolConfig(max_synthesis_attempts=1, support=SupportConfig(min_held_out=min_held))
     out = _run_group(
         _Synth(),
         _Planner(),

@@ -144,13 +144,6 @@ class ProtocolConfig:
     prefilter_min_repairs: int = _knob(
         1, "Attributable repairs (at least) a candidate needs to survive the prefilter.", lo=0
     )
-    prefilter_min_held_out: int = _knob(
-        3,
-        "The repair bar applies where the prefilter runs at least this many held-out errors; on "
-        "fewer, no repair is no evidence (a tool that repairs half its errors misses one of one "
-        "half the time) and the harm probe and execution errors screen alone. 0: always.",
-        lo=0,
-    )
     prefilter_early_stop: float = _knob(
         0.40, "Repair rate at which the synthesis search stops early.", lo=0.0, hi=1.0
     )

@@ -24,6 +24,12 @@ positive, with harm 1.4% -> 2.4% of test questions (``runs/bench/mixed-fresh-v3.
 per kind: no ask). ``planner_requests = False`` is the paper's split; the stage notebooks use it, as
 their tiny runs' stories were found under it.
 
+The same regime thins the prefilter's screen: a bucket whose planner sees most of it holds out one
+or two errors, and a composite tool that serves dozens of kinds and misses both was refused for "no
+repair". The repair bar now applies from ``min_held_out`` (3) held-out errors; below, the harm probe
+and execution errors screen alone (development seeds of ``mixed`` 104-111: +0.61 +- 0.53 pp, no
+more harm; seed 108 kept a 27-kind composite with one held-out error).
+
 The same regime bounds clustering (``triage_bound``): a triage role may lower ``max_categories``
 from all of a side's errors (:mod:`tsevo.evolve.cluster`). The builtin triage asks for two
 categories when the errors' question kinds hold a handful of errors each: eight buckets split each
@@ -53,8 +59,9 @@ __all__ = [
 SUPPORT_DOC = (
     "Support a local planner may ask for (tsevo.evolve.support, support.<knob>): a planner's "
     "support_request for a bucket is granted up to max_share of its members and max_rows rows "
-    "(planner_requests = True, the default; False: the paper's split), and a triage role may "
-    "bound the number of categories (triage_bound). Saved only when not the default."
+    "(planner_requests = True, the default; False: the paper's split), a triage role may "
+    "bound the number of categories (triage_bound), and the prefilter asks for a repair only "
+    "from min_held_out held-out errors. Saved only when not the default."
 )
 
 
@@ -83,6 +90,14 @@ class SupportConfig(NestedKnobs):
         "of a side's errors; tsevo.evolve.cluster) is honoured. The builtin triage asks for two "
         "in the few-examples regime, so each bucket keeps more of a kind's rows (False: the "
         "protocol's max_categories alone).",
+    )
+
+    min_held_out: int = knob(
+        3,
+        "Held-out errors (at least) the prefilter must run before it asks a candidate for "
+        "prefilter_min_repairs: one or two missed errors say nothing of a composite serving many "
+        "question kinds (the harm probe and execution errors still screen it). 0: always asked.",
+        lo=0,
     )
 
     def __post_init__(self) -> None:

@@ -12,7 +12,7 @@ answers the bucket's held-out errors (at most ``prefilter_errors``, members of a
 interleaved) and a harm probe of in-scope train questions the current library gets right. It
 survives with at least ``prefilter_min_repairs`` *attributable* repairs (fixed, with the draft
 bound, executed and responsible for the replacement in the trace; asked only where the screen runs
-at least ``prefilter_min_held_out`` held-out errors, since one or two missed errors say nothing of a
+at least ``support.min_held_out`` held-out errors, since one or two missed errors say nothing of a
 tool that serves many question kinds), harm within
 ``max(prefilter_harm_cap_abs, prefilter_harm_cap_frac * probe)`` and execution errors within
 ``prefilter_exec_error_cap``. A repair rate of at least ``prefilter_early_stop`` stops the search;
@@ -110,7 +110,7 @@ def prefilter(
                     rec.exec_errors += run.status == "error"
     harm_cap = max(cfg.prefilter_harm_cap_abs, cfg.prefilter_harm_cap_frac * len(probe))
     err_rate = rec.exec_errors / rec.tool_runs if rec.tool_runs else 0.0
-    if len(rec.repairs) < cfg.prefilter_min_repairs and len(held_out) >= cfg.prefilter_min_held_out:
+    if len(rec.repairs) < cfg.prefilter_min_repairs and len(held_out) >= cfg.support.min_held_out:
         rec.outcome = "no_repair"
     elif len(rec.harms) > harm_cap:
         rec.outcome = "harmful"

@@ -342,14 +342,14 @@ class Bar:
 
     @classmethod
     def of(cls, cfg: Any) -> Bar:
-        """The bar of a protocol config (read by name: ``cfg.prefilter_min_repairs``, ...)."""
+        """The bar of a protocol config (read by name: ``cfg.prefilter_*``, ``cfg.support``)."""
         return cls(
             cfg.prefilter_min_repairs,
             cfg.prefilter_harm_cap_abs,
             cfg.prefilter_harm_cap_frac,
             cfg.prefilter_exec_error_cap,
             cfg.prefilter_early_stop,
-            cfg.prefilter_min_held_out,
+            cfg.support.min_held_out,
         )
 
     def harm_cap(self, n_probe: int) -> float:
