@@ -1,8 +1,8 @@
 """Measurement specs: a catalog primitive, its parameters and how it is fed from a question.
 
 The builtin planner searches these specs on a bucket's train rows and the builtin synthesizer turns
-the chosen spec into real tool source (:func:`~.specsource.spec_source`), so what is measured at planning time is
-exactly what the tool computes in the sandbox.
+the chosen spec into real tool source (:func:`~.specsource.spec_source`), so what is measured at
+planning time is exactly what the tool computes in the sandbox.
 
 Feeding modes:
 
