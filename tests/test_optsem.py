@@ -171,17 +171,22 @@ def _pair(qid: str, text: str, noisier: int, seed: int, n: int = 160) -> Example
     noise = [0.15, 0.15]
     noise[noisier] = 0.6
     ys = [base * rng.uniform(0.7, 1.3) + s * rng.standard_normal(n) for s in noise]
+    return _two_series(qid, text, ("Series 1", "Series 2"), ys[0], ys[1], noisier, 1 - noisier)
+
+
+def _two_series(qid: str, text: str, options, a, b, gold: int, answer: int) -> Example:
+    """A train row on two primary series ``ts1``, ``ts2``; the agent answered ``answer``."""
     q = Question(
         id=qid,
         source="test",
         task="mixed",
         question=text,
-        options=("Series 1", "Series 2"),
-        series={"ts1": ys[0], "ts2": ys[1]},
+        options=options,
+        series={"ts1": a, "ts2": b},
         primary=("ts1", "ts2"),
-        gold=noisier,
+        gold=gold,
     )
-    return Example(QuestionView.of(q, "v" + qid), noisier, _Rec(final_answer=1 - noisier))
+    return Example(QuestionView.of(q, "v" + qid), gold, _Rec(final_answer=answer))
 
 
 def test_four_pairs_pick_a_comparison_that_reads_new_questions():
@@ -262,17 +267,7 @@ def _injected(qid: str, text: str, where: int, seed: int, n: int = 180) -> Examp
     b = a + 0.05 * rng.standard_normal(n)
     at = int((where + rng.uniform(0.25, 0.75)) * n / 3)
     b[at : at + 4] += rng.choice([-1.0, 1.0]) * 2.5
-    q = Question(
-        id=qid,
-        source="test",
-        task="mixed",
-        question=text,
-        options=BME,
-        series={"ts1": a, "ts2": b},
-        primary=("ts1", "ts2"),
-        gold=where,
-    )
-    return Example(QuestionView.of(q, "v" + qid), where, _Rec(final_answer=(where + 1) % 3))
+    return _two_series(qid, text, BME, a, b, where, (where + 1) % 3)
 
 
 def test_four_pairs_locate_an_anomaly_injected_into_a_copy_by_their_residual():

@@ -31,7 +31,8 @@ from tsevo.fileio import atomic_write_text
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.kindplan import KindPlanSettings
 
-ROOT = Path(__file__).resolve().parents[2]
+#: ``--against``'s help.
+AGAINST = "an earlier run's JSON: list every kind and fit seed whose accuracy moved"
 
 
 def changes(
@@ -48,12 +49,10 @@ def changes(
 
 
 def _kind(kind: str) -> tuple[str, dict[str, Any]]:
-    data = mt._STATE["data"]
-    fit, ev_seeds = mt._STATE["fit"], mt._STATE["eval"]
-    ev = [r for s in ev_seeds for r in data[s] if r["kind"] == kind]
+    ev = mt._STATE["ev"].get(kind, [])
     out: dict[str, Any] = {"eval_questions": len(ev), "base": round(_base_acc(ev), 4)}
-    for s in fit:
-        train = [r for r in data[s] if r["kind"] == kind and r["split"] == "train"]
+    for s, rows in mt._STATE["train"].items():
+        train = [r for r in rows if r["kind"] == kind]
         acc, what = perfect_dispatch(train, ev, KindPlanSettings())
         out[str(s)] = {"acc": round(acc, 4), "rows": len(train), "measurement": what}
     return kind, out
@@ -61,14 +60,10 @@ def _kind(kind: str) -> tuple[str, dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    against = ""
-    if "--against" in argv:  # the shared parser knows on/off flags only
-        i = argv.index("--against")
-        against = argv[i + 1]
-        del argv[i : i + 2]
-    args, fit, evs, data = mt.measured_seeds(argv, __doc__.splitlines()[0], "mixed-given.json")
-    mt._STATE.update(data=data, fit=fit, eval=evs)
+    args, fit, evs, data = mt.measured_seeds(
+        argv, __doc__.splitlines()[0], "mixed-given.json", options=(("--against", AGAINST),)
+    )
+    mt.split_state(data, fit, evs)
     kinds = sorted({r["kind"] for s in fit for r in data[s]})
     with forked_pool(args.workers) as pool:
         per_kind = dict(pool.map(_kind, kinds))
@@ -94,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         f"base {100 * base:.1f}%, kinds given {100 * doc['given']['mean']:.1f} ± "
         f"{100 * doc['given']['sd']:.1f}% ({doc['gain_pp']:+.1f} pp) -> {args.out}"
     )
-    if against:
-        old = json.loads(Path(against).read_text())
-        print(f"against {against}: {100 * old['given']['mean']:.1f}%")
+    if args.against:
+        old = json.loads(Path(args.against).read_text())
+        print(f"against {args.against}: {100 * old['given']['mean']:.1f}%")
         for kind, s, was, now in changes(old["kinds"], per_kind, fit):
             print(
                 f"  {kind:28s} {s} {was['acc']:.3f} -> {now['acc']:.3f}  "

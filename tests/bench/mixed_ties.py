@@ -374,18 +374,25 @@ def _quartiles(xs: Sequence[float]) -> dict[str, float]:
 
 
 def measured_seeds(
-    argv: list[str] | None, description: str, out: str, flags: Sequence[tuple[str, str]] = ()
+    argv: list[str] | None,
+    description: str,
+    out: str,
+    flags: Sequence[tuple[str, str]] = (),
+    options: Sequence[tuple[str, str]] = (),
 ) -> tuple[argparse.Namespace, list[int], list[int], dict[int, list[dict[str, Any]]]]:
     """The command line a development diagnostic on cached measurements shares, and the measurements.
 
     Parses ``--fit-seeds``, ``--eval-seeds``, ``--cache``, ``--workers``, ``--out`` (default
-    ``runs/bench/<out>``) and the bench's own on/off ``flags`` (name, help); measures every seed
+    ``runs/bench/<out>``), the bench's own on/off ``flags`` and its own text ``options`` (name,
+    help; default empty); measures every seed
     (:func:`_measured`, two workers by default) and attaches each fit seed's question to its rows
     (``"q"``). Returns the arguments, the fit and eval seeds, and the rows by seed.
     """
     ap = argparse.ArgumentParser(description=description)
     for flag, text in flags:
         ap.add_argument(flag, action="store_true", help=text)
+    for flag, text in options:
+        ap.add_argument(flag, default="", help=text)
     ap.add_argument("--fit-seeds", default=",".join(map(str, FIT_SEEDS)))
     ap.add_argument("--eval-seeds", default=",".join(map(str, EVAL_SEEDS)))
     ap.add_argument("--cache", default="", help="folder for the measurements (reused when present)")

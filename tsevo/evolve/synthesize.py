@@ -39,7 +39,7 @@ from tsevo.agent import AnswerRecord
 from tsevo.data import Question
 from tsevo.library.library import Library, Stage, scope_matches
 from tsevo.library.tool import Provenance, Scope, Tool
-from tsevo.marachain import ChainLedger
+from tsevo.marachain import Bar, ChainLedger
 from tsevo.roles.protocols import (
     AttemptFeedback,
     Dossier,
@@ -108,17 +108,11 @@ def prefilter(
                 if run.tool_id == draft.id:
                     rec.tool_runs += 1
                     rec.exec_errors += run.status == "error"
-    harm_cap = max(cfg.prefilter_harm_cap_abs, cfg.prefilter_harm_cap_frac * len(probe))
     err_rate = rec.exec_errors / rec.tool_runs if rec.tool_runs else 0.0
-    if len(rec.repairs) < cfg.prefilter_min_repairs and len(held_out) >= cfg.support.min_held_out:
-        rec.outcome = "no_repair"
-    elif len(rec.harms) > harm_cap:
-        rec.outcome = "harmful"
-    elif err_rate > cfg.prefilter_exec_error_cap:
-        rec.outcome = "exec_errors"
-    else:
-        rec.outcome = "passed"
-        rec.passed = True
+    rec.outcome = Bar.of(cfg).outcome(
+        len(rec.repairs), len(rec.harms), len(held_out), len(probe), err_rate
+    )
+    rec.passed = rec.outcome == "passed"
     return recs
 
 

@@ -8,10 +8,11 @@ and the fact of what the node's artifact did there (:data:`FACTS`). The root, th
 ``L_{r-1}`` the candidates extend, scores 0 on every ``H`` row and 1 on every ``P`` row, read free
 from the base pass; any other root invalidates the round (:func:`check_root`).
 
-:class:`Bar` is the prefilter bar of a direct attempt, with the same numbers and the same
-arithmetic as :func:`tsevo.evolve.synthesize.prefilter` (at least ``min_repairs`` attributable
-repairs, harm within ``max(harm_cap_abs, harm_cap_frac * |P|)``, execution errors within
-``exec_error_cap`` of the node's tool runs); *strong* adds a repair rate of ``early_stop``.
+:class:`Bar` is the prefilter bar of a direct attempt: :func:`tsevo.evolve.synthesize.prefilter`
+reads its verdict from :meth:`Bar.outcome` too (at least ``min_repairs`` attributable repairs where
+``min_held_out`` or more errors are held out, harm within ``max(harm_cap_abs, harm_cap_frac *
+|P|)``, execution errors within ``exec_error_cap`` of the node's tool runs); *strong* adds a repair
+rate of ``early_stop``.
 """
 
 from __future__ import annotations
@@ -356,18 +357,26 @@ class Bar:
         """``max(harm_cap_abs, harm_cap_frac * n_probe)``, in the prefilter's arithmetic."""
         return max(self.harm_cap_abs, self.harm_cap_frac * n_probe)
 
+    def outcome(
+        self, repairs: int, harms: int, n_held_out: int, n_probe: int, error_rate: float
+    ) -> str:
+        """The prefilter's verdict: ``no_repair``, ``harmful``, ``exec_errors`` or ``passed``.
+
+        Tested in that order; a repair is asked for only from ``min_held_out`` held-out errors.
+        """
+        if repairs < self.min_repairs and n_held_out >= self.min_held_out:
+            return "no_repair"
+        if harms > self.harm_cap(n_probe):
+            return "harmful"
+        if error_rate > self.exec_error_cap:
+            return "exec_errors"
+        return "passed"
+
     def check(self, score: NodeScore) -> BarCheck:
         """Measure a node as the prefilter measures a direct attempt (same order of tests)."""
         repairs, harms = len(score.repairs), len(score.harms)
         cap, err = self.harm_cap(score.n_probe), score.error_rate
-        if repairs < self.min_repairs and score.n_held_out >= self.min_held_out:
-            outcome = "no_repair"
-        elif harms > cap:
-            outcome = "harmful"
-        elif err > self.exec_error_cap:
-            outcome = "exec_errors"
-        else:
-            outcome = "passed"
+        outcome = self.outcome(repairs, harms, score.n_held_out, score.n_probe, err)
         passed = outcome == "passed"
         strong = passed and score.repair_rate >= self.early_stop
         return BarCheck(passed, strong, outcome, repairs, harms, cap, err)

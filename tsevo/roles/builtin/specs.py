@@ -19,7 +19,7 @@ from tsevo.library.context import extract_numbers
 from tsevo.library.primitives import CATALOG, PrimitiveSpec
 from tsevo.library.tool import Matcher, options_kind, question_tokens
 
-from .measure import PER_MODES, Spec, spec_values
+from .measure import LOCATION_KEY, PER_MODES, Spec, spec_values
 
 __all__ = [
     "compute_pairs",
@@ -120,6 +120,8 @@ def enumerate_specs(modes: Sequence[str]) -> list[Spec]:
                 continue
             if mode == "window4" and not ({"a", "b", "c", "d"} <= params and ps.arity == "single"):
                 continue
+            if mode == "resid" and not any(LOCATION_KEY.search(k) for k in ps.outputs):
+                continue  # a residual is read as a location only (``spec_values``)
             vs = variants if mode in ("primary", "pair", "cand", "covariate") else [()]
             out.extend(Spec(name, mode, v) for v in vs)
             if "per" in modes and mode in PER_MODES:
