@@ -341,34 +341,62 @@ class _TiedEvaluator:
 
 
 class _NoRepairEvaluator:
-    """Every attempt repairs nothing and harms nothing."""
+    """Every attempt repairs nothing and harms nothing; its tool reads the first ``read`` questions.
+
+    There the candidate's tool runs and keeps the (wrong) incoming answer; elsewhere nothing runs
+    (``read=None``: it reads every question).
+    """
+
+    def __init__(self, read: int | None = None) -> None:
+        self.read = read
 
     def answer(self, split: str, library: Library, qs: Any) -> dict[str, AnswerRecord]:
-        return {q.id: _rec(q.id, False) for q in qs}
+        tid = [a.id for a in library.all_artifacts() if a.kind == "tool"][-1]
+        out = {}
+        for i, q in enumerate(qs):
+            steps: tuple[StageStep, ...] = ()
+            if self.read is None or i < self.read:
+                run = ToolRun(tid, "ok", {"v": 1.0})
+                steps = (StageStep(1, (tid,), (run,), "keep", "", 0, 0, (tid,)),)
+            out[q.id] = AnswerRecord(q.id, q.id, "t", 0, "", steps, 0, False)
+        return out
 
 
 @pytest.mark.parametrize(
-    ("n_held", "min_held", "want"),
-    [(1, 3, "passed"), (2, 3, "passed"), (3, 3, "no_repair"), (1, 0, "no_repair")],
+    ("n_held", "n_read", "min_held", "counts", "want"),
+    [
+        (1, None, 3, "read", "passed"),
+        (2, None, 3, "read", "passed"),
+        (3, None, 3, "read", "no_repair"),
+        (1, None, 0, "read", "no_repair"),
+        # five held-out errors, two of them read: a composite with no branch for the other three
+        (5, 2, 3, "read", "passed"),
+        (5, 0, 3, "read", "passed"),
+        (5, 3, 3, "read", "no_repair"),
+        (5, 2, 3, "all", "no_repair"),
+    ],
 )
-def test_no_repair_refuses_a_tool_only_where_the_screen_runs_enough_held_out_errors(
-    n_held: int, min_held: int, want: str
+def test_no_repair_refuses_a_tool_only_where_it_reads_enough_held_out_errors(
+    n_held: int, n_read: int | None, min_held: int, counts: str, want: str
 ) -> None:
-    # one or two held-out errors missed say nothing of a tool that serves many question kinds;
-    # the harm probe (empty here) and execution errors still screen it
+    # one or two held-out errors missed, or errors the tool never read (no branch of a composite
+    # takes them, it abstains), say nothing of a tool that serves many question kinds; the harm
+    # probe (empty here) and execution errors still screen it
     held = [_question(i) for i in range(n_held)]
     base = {q.id: _rec(q.id, False) for q in held}
-    cfg = ProtocolConfig(max_synthesis_attempts=1, support=SupportConfig(min_held_out=min_held))
+    support = SupportConfig(min_held_out=min_held, min_held_out_counts=counts)
+    cfg = ProtocolConfig(max_synthesis_attempts=1, support=support)
     out = _run_group(
         _Synth(),
         _Planner(),
         _Sandbox(ok=True),
         held,
         cfg,
-        evaluator=_NoRepairEvaluator(),
+        evaluator=_NoRepairEvaluator(n_read),
         base=base,
     )
     assert [a.outcome for a in out.attempts] == [want]
+    assert out.attempts[0].n_read == (n_held if n_read is None else n_read)
     assert (out.survivor is not None) == (want == "passed")
 
 

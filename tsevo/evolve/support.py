@@ -28,7 +28,11 @@ The same regime thins the prefilter's screen: a bucket whose planner sees most o
 or two errors, and a composite tool that serves dozens of kinds and misses both was refused for "no
 repair". The repair bar now applies from ``min_held_out`` (3) held-out errors; below, the harm probe
 and execution errors screen alone (development seeds of ``mixed`` 104-111: +0.61 +- 0.53 pp, no
-more harm; seed 108 kept a 27-kind composite with one held-out error).
+more harm; seed 108 kept a 27-kind composite with one held-out error). And only the held-out
+errors a tool *reads* count (``min_held_out_counts = "read"``: it kept or replaced the answer, or
+failed): a composite's held-out errors are mostly of kinds whose rows were held out, so it has no
+branch for them and abstains, and three to seven such errors refused whole composites on six of
+ten used ``mixed`` seeds.
 
 The same regime bounds clustering (``triage_bound``): a triage role may lower ``max_categories``
 from all of a side's errors (:mod:`tsevo.evolve.cluster`). The builtin triage asks for two
@@ -61,7 +65,8 @@ SUPPORT_DOC = (
     "support_request for a bucket is granted up to max_share of its members and max_rows rows "
     "(planner_requests = True, the default; False: the paper's split), a triage role may "
     "bound the number of categories (triage_bound), and the prefilter asks for a repair only "
-    "from min_held_out held-out errors. Saved only when not the default."
+    "from min_held_out held-out errors (those a tool read: min_held_out_counts). Saved only "
+    "when not the default."
 )
 
 
@@ -98,6 +103,14 @@ class SupportConfig(NestedKnobs):
         "prefilter_min_repairs: one or two missed errors say nothing of a composite serving many "
         "question kinds (the harm probe and execution errors still screen it). 0: always asked.",
         lo=0,
+    )
+    min_held_out_counts: str = knob(
+        "read",
+        "Which held-out errors count toward min_held_out: those a tool candidate read ('read': "
+        "it ran and kept or replaced the answer, or failed; an error it abstained on or whose "
+        "scope it did not take says nothing of its reading) or every one ('all'). Other "
+        "artifacts (guidance, overrides, tombstones) always count every one.",
+        choices=("read", "all"),
     )
 
     def __post_init__(self) -> None:

@@ -52,6 +52,7 @@ from .pool import (
 )
 from .score import (
     FACTS,
+    READ_FACTS,
     Bar,
     BarCheck,
     BatchSpec,
@@ -66,6 +67,7 @@ __all__ = [
     "AXES",
     "FACTS",
     "MARA_PRESETS",
+    "READ_FACTS",
     "SAMPLERS",
     "START_RULES",
     "Bar",

@@ -10,7 +10,7 @@ from the base pass; any other root invalidates the round (:func:`check_root`).
 
 :class:`Bar` is the prefilter bar of a direct attempt: :func:`tsevo.evolve.synthesize.prefilter`
 reads its verdict from :meth:`Bar.outcome` too (at least ``min_repairs`` attributable repairs where
-``min_held_out`` or more errors are held out, harm within ``max(harm_cap_abs, harm_cap_frac *
+the node read ``min_held_out`` or more held-out errors, harm within ``max(harm_cap_abs, harm_cap_frac *
 |P|)``, execution errors within ``exec_error_cap`` of the node's tool runs); *strong* adds a repair
 rate of ``early_stop``.
 """
@@ -27,6 +27,7 @@ from tsevo.hashing import canonical_json
 __all__ = [
     "FACTS",
     "PARTS",
+    "READ_FACTS",
     "Bar",
     "BarCheck",
     "BatchSpec",
@@ -39,6 +40,9 @@ __all__ = [
 #: What a node's artifact did on a question: Out of scope, not Shortlisted, Abstained, Error,
 #: Kept the incoming answer, Replaced it.
 FACTS: tuple[str, ...] = ("O", "S", "A", "E", "K", "R")
+#: Facts of a held-out error the node *read*: it kept or replaced the answer, or its tool failed
+#: (the prefilter's repair bar counts these toward ``min_held_out``; see :class:`Bar`).
+READ_FACTS: tuple[str, ...] = ("E", "K", "R")
 #: The two parts of a batch: held-out errors (``H``) and the harm probe (``P``).
 PARTS: tuple[str, ...] = ("H", "P")
 
@@ -238,6 +242,13 @@ class NodeScore:
         return self.parts.count("P")
 
     @property
+    def n_read(self) -> int:
+        """``H`` rows the node read (facts :data:`READ_FACTS`)."""
+        return sum(
+            p == "H" and f in READ_FACTS for p, f in zip(self.parts, self.facts, strict=True)
+        )
+
+    @property
     def repairs(self) -> tuple[str, ...]:
         """``H`` rows with an attributable repair, in batch order."""
         return tuple(
@@ -340,6 +351,7 @@ class Bar:
     exec_error_cap: float = 0.05
     early_stop: float = 0.40
     min_held_out: int = 3
+    count_read: bool = True
 
     @classmethod
     def of(cls, cfg: Any) -> Bar:
@@ -351,6 +363,7 @@ class Bar:
             cfg.prefilter_exec_error_cap,
             cfg.prefilter_early_stop,
             cfg.support.min_held_out,
+            cfg.support.min_held_out_counts == "read",
         )
 
     def harm_cap(self, n_probe: int) -> float:
@@ -358,13 +371,22 @@ class Bar:
         return max(self.harm_cap_abs, self.harm_cap_frac * n_probe)
 
     def outcome(
-        self, repairs: int, harms: int, n_held_out: int, n_probe: int, error_rate: float
+        self,
+        repairs: int,
+        harms: int,
+        n_held_out: int,
+        n_probe: int,
+        error_rate: float,
+        n_read: int | None = None,
     ) -> str:
         """The prefilter's verdict: ``no_repair``, ``harmful``, ``exec_errors`` or ``passed``.
 
-        Tested in that order; a repair is asked for only from ``min_held_out`` held-out errors.
+        Tested in that order; a repair is asked for only from ``min_held_out`` held-out errors,
+        counting only the ``n_read`` the candidate read when ``count_read`` and it is given (a
+        tool; other artifacts count every held-out error).
         """
-        if repairs < self.min_repairs and n_held_out >= self.min_held_out:
+        counted = n_read if self.count_read and n_read is not None else n_held_out
+        if repairs < self.min_repairs and counted >= self.min_held_out:
             return "no_repair"
         if harms > self.harm_cap(n_probe):
             return "harmful"
@@ -376,7 +398,7 @@ class Bar:
         """Measure a node as the prefilter measures a direct attempt (same order of tests)."""
         repairs, harms = len(score.repairs), len(score.harms)
         cap, err = self.harm_cap(score.n_probe), score.error_rate
-        outcome = self.outcome(repairs, harms, score.n_held_out, score.n_probe, err)
+        outcome = self.outcome(repairs, harms, score.n_held_out, score.n_probe, err, score.n_read)
         passed = outcome == "passed"
         strong = passed and score.repair_rate >= self.early_stop
         return BarCheck(passed, strong, outcome, repairs, harms, cap, err)
