@@ -145,18 +145,22 @@ def test_bar_reads_the_protocol_and_follows_the_prefilter_order():
     assert BAR.check(NodeScore.from_outcome(small, repairs=[], harms=P[:4])).outcome == "harmful"
     assert Bar(min_held_out=0).check(none).outcome == "no_repair"
     assert Bar.of(ProtocolConfig(support=SupportConfig(min_held_out=0))) == Bar(min_held_out=0)
-    # only the held-out errors a node read count: nine abstained on (A) and two kept (K) ask
-    # for nothing; a third kept one (or a failed run, E) does, and so does counting every one
+    # a composite answers only for the held-out errors of kinds it has a branch for: two of nine
+    # ask for nothing, a third does, and so does counting every one
     held9 = BatchSpec.build("g1", H[:9], P, _train)
-    facts = {q: "A" for q in H[:9]} | {H[0]: "K", H[1]: "K"}
-    two = NodeScore.from_outcome(held9, repairs=[], harms=[], facts=facts)
-    assert two.n_read == 2 and BAR.check(two).outcome == "passed"
-    three = NodeScore.from_outcome(held9, repairs=[], harms=[], facts={**facts, H[2]: "E"})
-    assert three.n_read == 3 and BAR.check(three).outcome == "no_repair"
-    assert Bar(count_read=False).check(two).outcome == "no_repair"
+    two = NodeScore.from_outcome(held9, repairs=[], harms=[], in_contract=2)
+    assert two.n_in_contract == 2 and BAR.check(two).outcome == "passed"
+    three = NodeScore.from_outcome(held9, repairs=[], harms=[], in_contract=3)
+    assert three.n_in_contract == 3 and BAR.check(three).outcome == "no_repair"
+    assert NodeScore.from_outcome(held9, repairs=[], harms=[]).n_in_contract == 9
+    assert NodeScore.from_dict(two.to_dict()) == two
+    assert "in_contract" not in NodeScore.from_outcome(held9, repairs=[], harms=[]).to_dict()
+    with pytest.raises(ValueError, match="in_contract"):
+        NodeScore.from_outcome(held9, repairs=[], harms=[], in_contract=10)
+    assert Bar(count_in_contract=False).check(two).outcome == "no_repair"
     every = ProtocolConfig(support=SupportConfig(min_held_out_counts="all"))
-    assert Bar.of(every) == Bar(count_read=False)
-    # an outcome without a read count (not a tool) counts every held-out error
+    assert Bar.of(every) == Bar(count_in_contract=False)
+    # an outcome without a count (not a composite) counts every held-out error
     assert (
         BAR.outcome(0, 0, 9, 0, 0.0) == "no_repair" and BAR.outcome(0, 0, 9, 0, 0.0, 2) == "passed"
     )
@@ -210,20 +214,22 @@ def test_chain_starts_from_the_strongest_or_the_last_scored_rejected_attempt():
         chain_start([_chain(1, 3, _score(0, 0), "r1.g1.a1")], "last", BAR)
 
 
-def test_a_direct_attempt_as_a_chain_node_keeps_the_prefilters_read_count():
-    # the chain's start rule measures direct attempts on stand-in batches: the held-out errors
-    # a tool did not read stay unread there, so the bar gives the prefilter's verdict
+def test_a_direct_attempt_as_a_chain_node_keeps_the_prefilters_in_contract_count():
+    # the chain's start rule measures direct attempts on stand-in batches with the prefilter's
+    # count of held-out errors inside the contract, so the bar gives the prefilter's verdict
     from tsevo.evolve.chain import _direct_nodes
     from tsevo.evolve.outcome import AttemptRecord
     from tsevo.library.tool import Tool
 
-    def node(n_read: int | None) -> NodeScore:
-        rec = AttemptRecord(1, "r1.g1.a1", "m", checked=True, n_held_out=6, n_read=n_read)
+    def node(n_in_contract: int | None) -> NodeScore:
+        rec = AttemptRecord(
+            1, "r1.g1.a1", "m", checked=True, n_held_out=6, n_in_contract=n_in_contract
+        )
         rec.n_probe, rec.tool_runs = 4, 6
         draft = Tool(id="r1.g1.a1", source="def tool():\n    return None\n")
         (n,) = _direct_nodes([(rec, draft)], "g1")
         return n.score
 
-    assert node(2).n_read == 2 and BAR.check(node(2)).outcome == "passed"
-    assert node(3).n_read == 3 and BAR.check(node(3)).outcome == "no_repair"
-    assert node(None).n_read == 6 and BAR.check(node(None)).outcome == "no_repair"
+    assert node(2).n_in_contract == 2 and BAR.check(node(2)).outcome == "passed"
+    assert node(3).n_in_contract == 3 and BAR.check(node(3)).outcome == "no_repair"
+    assert node(None).n_in_contract == 6 and BAR.check(node(None)).outcome == "no_repair"

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -35,8 +36,8 @@ from tsevo.evolve.steps import RoundContext
 from tsevo.evolve.support import SupportConfig
 from tsevo.evolve.synthesize import run_group
 from tsevo.evolve.views import ViewIds
-from tsevo.library.library import Library, Stage, library_from_tools
-from tsevo.library.tool import Contract, Provenance, Scope, Tool
+from tsevo.library.library import Library, Stage, library_from_tools, scope_matches
+from tsevo.library.tool import Contract, Matcher, Provenance, Scope, Tool
 from tsevo.roles import RoleSet
 from tsevo.roles.protocols import AttemptFeedback, ContractCard, Dossier, WorkGroup
 
@@ -341,63 +342,99 @@ class _TiedEvaluator:
 
 
 class _NoRepairEvaluator:
-    """Every attempt repairs nothing and harms nothing; its tool reads the first ``read`` questions.
+    """Every attempt repairs nothing and harms nothing; its tool runs where its scope takes a question.
 
-    There the candidate's tool runs and keeps the (wrong) incoming answer; elsewhere nothing runs
-    (``read=None``: it reads every question).
+    There it reads nothing (the vote of a composite's branch falls short: no decision); elsewhere
+    nothing runs.
     """
 
-    def __init__(self, read: int | None = None) -> None:
-        self.read = read
-
     def answer(self, split: str, library: Library, qs: Any) -> dict[str, AnswerRecord]:
-        tid = [a.id for a in library.all_artifacts() if a.kind == "tool"][-1]
+        tool = [a for a in library.all_artifacts() if a.kind == "tool"][-1]
         out = {}
-        for i, q in enumerate(qs):
+        for q in qs:
             steps: tuple[StageStep, ...] = ()
-            if self.read is None or i < self.read:
-                run = ToolRun(tid, "ok", {"v": 1.0})
-                steps = (StageStep(1, (tid,), (run,), "keep", "", 0, 0, (tid,)),)
+            if scope_matches(tool.scope, q):
+                run = ToolRun(tool.id, "ok", {"v": 1.0})
+                steps = (StageStep(1, (tool.id,), (run,), "no_decision", "", 0, 0),)
             out[q.id] = AnswerRecord(q.id, q.id, "t", 0, "", steps, 0, False)
         return out
 
 
+class _BranchSynth(_Synth):
+    """Drafts a composite whose one branch takes the questions that ask about periodicity."""
+
+    def synthesize(self, group: WorkGroup, attempt: int, history: Any, examples: Any) -> Tool:
+        d = super().synthesize(group, attempt, history, examples)
+        return replace(d, scope=Scope(kinds=(Matcher(require=("periodic",)),)))
+
+
 @pytest.mark.parametrize(
-    ("n_held", "n_read", "min_held", "counts", "want"),
+    ("n_held", "n_in", "min_held", "counts", "want"),
     [
-        (1, None, 3, "read", "passed"),
-        (2, None, 3, "read", "passed"),
-        (3, None, 3, "read", "no_repair"),
-        (1, None, 0, "read", "no_repair"),
-        # five held-out errors, two of them read: a composite with no branch for the other three
-        (5, 2, 3, "read", "passed"),
-        (5, 0, 3, "read", "passed"),
-        (5, 3, 3, "read", "no_repair"),
+        (1, 1, 3, "in_contract", "passed"),
+        (2, 2, 3, "in_contract", "passed"),
+        (3, 3, 3, "in_contract", "no_repair"),
+        (1, 1, 0, "in_contract", "no_repair"),
+        # five held-out errors, two of a kind the composite has a branch for
+        (5, 2, 3, "in_contract", "passed"),
+        (5, 0, 3, "in_contract", "passed"),
+        (5, 3, 3, "in_contract", "no_repair"),
         (5, 2, 3, "all", "no_repair"),
     ],
 )
-def test_no_repair_refuses_a_tool_only_where_it_reads_enough_held_out_errors(
-    n_held: int, n_read: int | None, min_held: int, counts: str, want: str
+def test_no_repair_refuses_a_composite_only_where_enough_held_out_errors_are_of_its_kinds(
+    n_held: int, n_in: int, min_held: int, counts: str, want: str
 ) -> None:
-    # one or two held-out errors missed, or errors the tool never read (no branch of a composite
-    # takes them, it abstains), say nothing of a tool that serves many question kinds; the harm
-    # probe (empty here) and execution errors still screen it
-    held = [_question(i) for i in range(n_held)]
+    # one or two held-out errors missed, or errors of kinds a composite has no branch for, say
+    # nothing of a tool that serves many question kinds; the harm probe (empty here) and
+    # execution errors still screen it. Errors of its kinds count even where it reads nothing.
+    held = [
+        _question(i)
+        if i < n_in
+        else replace(_question(i), question="Does the series trend upward?")
+        for i in range(n_held)
+    ]
     base = {q.id: _rec(q.id, False) for q in held}
     support = SupportConfig(min_held_out=min_held, min_held_out_counts=counts)
     cfg = ProtocolConfig(max_synthesis_attempts=1, support=support)
     out = _run_group(
-        _Synth(),
+        _BranchSynth(),
         _Planner(),
         _Sandbox(ok=True),
         held,
         cfg,
-        evaluator=_NoRepairEvaluator(n_read),
+        evaluator=_NoRepairEvaluator(),
         base=base,
     )
     assert [a.outcome for a in out.attempts] == [want]
-    assert out.attempts[0].n_read == (n_held if n_read is None else n_read)
+    assert out.attempts[0].n_in_contract == n_in
     assert (out.survivor is not None) == (want == "passed")
+
+
+class _NarrowSynth(_Synth):
+    """Drafts a plain tool whose matcher takes only the questions that ask about periodicity."""
+
+    def synthesize(self, group: WorkGroup, attempt: int, history: Any, examples: Any) -> Tool:
+        d = super().synthesize(group, attempt, history, examples)
+        return replace(d, scope=Scope(matcher=Matcher(require=("periodic",))))
+
+
+def test_a_plain_tool_answers_for_every_held_out_error_of_its_bucket() -> None:
+    # a plain tool is planned for its whole bucket: a matcher that takes none of its held-out
+    # errors is a failure to serve them, not a reason to ask for nothing
+    held = [replace(_question(i), question="Does the series trend upward?") for i in range(4)]
+    base = {q.id: _rec(q.id, False) for q in held}
+    out = _run_group(
+        _NarrowSynth(),
+        _Planner(),
+        _Sandbox(ok=True),
+        held,
+        ProtocolConfig(max_synthesis_attempts=1),
+        evaluator=_NoRepairEvaluator(),
+        base=base,
+    )
+    assert [a.outcome for a in out.attempts] == ["no_repair"]
+    assert out.attempts[0].n_in_contract is None
 
 
 def test_a_retry_replaces_the_survivor_only_by_doing_better_on_the_prefilter() -> None:

@@ -300,10 +300,12 @@ def test_bucket_splits_dossiers_and_synthesis_limits(main: rf.Run):
                     assert i == len(atts) - 1, "early stop at repair rate >= 0.40"
             if g["survivor"] is not None:
                 surv = next(a for a in atts if a["tool_id"] == g["survivor"])
-                # the repair bar applies from support.min_held_out held-out errors it read
-                read = surv["n_held_out"] if surv["n_read"] is None else surv["n_read"]
-                assert 0 <= read <= surv["n_held_out"]
-                asked = read >= cfg.support.min_held_out
+                # the repair bar applies from support.min_held_out held-out errors in its scope
+                n_in = (
+                    surv["n_held_out"] if surv["n_in_contract"] is None else surv["n_in_contract"]
+                )
+                assert 0 <= n_in <= surv["n_held_out"]
+                asked = n_in >= cfg.support.min_held_out
                 assert surv["passed"] and (
                     not asked or len(surv["repairs"]) >= cfg.prefilter_min_repairs
                 )

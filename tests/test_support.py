@@ -26,16 +26,18 @@ OFF = SupportConfig(planner_requests=False, triage_bound=False)
 def test_without_a_request_or_by_default_the_split_is_the_protocols() -> None:
     for n in (1, 2, 3, 7, 24, 25, 200):
         assert granted_support(n, 12, ON, None) == min(12, math.ceil(n / 2))
-    assert granted_support(40, 12, SupportConfig(), (1.0, 40)) == 34  # asks are on by default
+    assert granted_support(40, 12, SupportConfig(), (1.0, 40)) == 39  # on by default: all but one
     assert granted_support(40, 12, OFF, (1.0, 40)) == 12  # the paper's split
 
 
 def test_a_request_is_granted_within_the_bounds_and_always_leaves_one_held_out() -> None:
-    cfg = ON  # max_share 0.85, max_rows 60
+    cfg = replace(ON, max_share=0.85, max_rows=60)
     assert granted_support(20, 12, cfg, (1.0, 20)) == 17  # ceil(0.85 * 20)
     assert granted_support(20, 12, cfg, (0.6, 20)) == 12  # ceil(0.6 * 20)
     assert granted_support(20, 12, cfg, (1.0, 5)) == 10  # never below the protocol's half
     assert granted_support(100, 12, cfg, (1.0, 100)) == 60  # max_rows
+    assert granted_support(100, 12, ON, (1.0, 100)) == 99  # the defaults: 1.0 and 200 rows
+    assert granted_support(300, 12, ON, (1.0, 300)) == 200
     assert granted_support(3, 12, replace(ON, max_share=1.0), (1.0, 3)) == 2  # one held out
     tight = replace(ON, max_share=0.5, max_rows=4)
     assert granted_support(20, 12, tight, (1.0, 20)) == 10  # the protocol's is the floor
@@ -66,7 +68,7 @@ def test_the_split_honours_a_granted_request_and_stays_disjoint() -> None:
     plain = split_bucket(bucket, cfg)  # type: ignore[arg-type]
     asked = split_bucket(bucket, cfg, request=(1.0, 30))  # type: ignore[arg-type]
     assert (len(plain.support), len(plain.held_out)) == (12, 18)
-    assert (len(asked.support), len(asked.held_out)) == (26, 4)
+    assert (len(asked.support), len(asked.held_out)) == (29, 1)  # all but one
     assert asked.support[:12] == plain.support  # the same seeded order, a longer prefix
     assert not set(asked.support) & set(asked.held_out)
     off = ProtocolConfig(support=OFF)

@@ -64,8 +64,8 @@ def contracts_table(run: Run, round_: int = 1) -> pd.DataFrame:
 def attempts_table(run: Run, round_: int = 1) -> pd.DataFrame:
     """Every synthesis attempt with its checks and prefilter outcome.
 
-    Columns: ``group, attempt, tool_id, measurement, checked, violations, n_held_out, n_read
-    (held-out errors the candidate read: kept or replaced the answer, or failed), n_probe,
+    Columns: ``group, attempt, tool_id, measurement, checked, violations, n_held_out, n_in_contract
+    (held-out errors inside the candidate's scope), n_probe,
     repairs, harms, repair_rate, exec_errors, tool_runs, outcome, passed, survivor``.
     """
     store = open_run(run)

@@ -83,7 +83,7 @@ def _direct_nodes(tries: Sequence[tuple[Any, Tool]], group_id: str) -> list[Chai
 
     Each is scored on a stand-in batch of its own size (its probe was drawn for its scope): the
     bar only reads counts, so stand-in ids for the rows it neither repaired nor harmed suffice
-    (facts ``A`` on the held-out errors it did not read).
+    (with the prefilter's count of held-out errors inside its contract).
     """
     out = []
     for seq, (rec, draft) in enumerate(tries):
@@ -92,16 +92,13 @@ def _direct_nodes(tries: Sequence[tuple[Any, Tool]], group_id: str) -> list[Chai
             held = [*rec.repairs, *(f"~h{i}" for i in range(rec.n_held_out - len(rec.repairs)))]
             probe = [*rec.harms, *(f"~p{i}" for i in range(rec.n_probe - len(rec.harms)))]
             batch = BatchSpec.build(group_id, held, probe, lambda _q: "train")
-            # the held-out errors it read first (``rec.n_read``; a tool's), then the unread ones
-            unread = rec.n_held_out - (rec.n_held_out if rec.n_read is None else rec.n_read)
-            facts = {q: "A" for q in held[len(held) - unread :]} if unread > 0 else None
             score = NodeScore.from_outcome(
                 batch,
                 repairs=rec.repairs,
                 harms=rec.harms,
-                facts=facts,
                 exec_errors=rec.exec_errors,
                 tool_runs=rec.tool_runs,
+                in_contract=rec.n_in_contract,
             )
         out.append(
             ChainNode(

@@ -27,7 +27,7 @@ class AttemptRecord:
     calibration: dict[str, Any] | None = None
     checked: bool = False
     n_held_out: int = 0
-    n_read: int | None = None
+    n_in_contract: int | None = None
     n_probe: int = 0
     repairs: list[str] = field(default_factory=list)
     harms: list[str] = field(default_factory=list)

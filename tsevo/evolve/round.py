@@ -289,7 +289,7 @@ def prefilter_frame(outs: Sequence[GroupOutcome]) -> pd.DataFrame:
                     "checked": a.checked,
                     "violations": "; ".join(a.violations),
                     "n_held_out": a.n_held_out,
-                    "n_read": a.n_held_out if a.n_read is None else a.n_read,
+                    "n_in_contract": a.n_held_out if a.n_in_contract is None else a.n_in_contract,
                     "n_probe": a.n_probe,
                     "repairs": len(a.repairs),
                     "harms": len(a.harms),

@@ -11,10 +11,10 @@ draft that passes is prefiltered: the candidate library (current chain plus this
 answers the bucket's held-out errors (at most ``prefilter_errors``, members of a merged group
 interleaved) and a harm probe of in-scope train questions the current library gets right. It
 survives with at least ``prefilter_min_repairs`` *attributable* repairs (fixed, with the draft
-bound, executed and responsible for the replacement in the trace; asked only where a tool reads
-at least ``support.min_held_out`` of its held-out errors, keeping or replacing the answer, since one
-or two missed errors, or errors of kinds it has no branch for, say nothing of a tool that serves
-many question kinds), harm within
+bound, executed and responsible for the replacement in the trace; asked only where a tool's scope
+takes at least ``support.min_held_out`` of its held-out errors, since one or two missed errors, or
+errors of kinds a composite has no branch for, say nothing of a tool that serves many question
+kinds), harm within
 ``max(prefilter_harm_cap_abs, prefilter_harm_cap_frac * probe)`` and execution errors within
 ``prefilter_exec_error_cap``. A repair rate of at least ``prefilter_early_stop`` stops the search;
 otherwise the best passing attempt goes on. Consecutive zero-repair outcomes (an attempt rejected
@@ -40,8 +40,8 @@ from tsevo.agent import AnswerRecord
 from tsevo.data import Question
 from tsevo.library.library import Library, Stage, scope_matches
 from tsevo.library.tool import Provenance, Scope, Tool
-from tsevo.marachain import READ_FACTS, Bar, ChainLedger
-from tsevo.marachain.moves import row_facts
+from tsevo.marachain import Bar, ChainLedger
+from tsevo.marachain.moves import held_in_contract
 from tsevo.roles.protocols import (
     AttemptFeedback,
     Dossier,
@@ -110,12 +110,10 @@ def prefilter(
                 if run.tool_id == draft.id:
                     rec.tool_runs += 1
                     rec.exec_errors += run.status == "error"
-    if draft.kind == "tool":
-        facts = row_facts(draft, held_out, recs)
-        rec.n_read = sum(facts[q.id] in READ_FACTS for q in held_out)
+    rec.n_in_contract = held_in_contract(draft, held_out)
     err_rate = rec.exec_errors / rec.tool_runs if rec.tool_runs else 0.0
     rec.outcome = Bar.of(cfg).outcome(
-        len(rec.repairs), len(rec.harms), len(held_out), len(probe), err_rate, rec.n_read
+        len(rec.repairs), len(rec.harms), len(held_out), len(probe), err_rate, rec.n_in_contract
     )
     rec.passed = rec.outcome == "passed"
     return recs

@@ -52,7 +52,6 @@ from .pool import (
 )
 from .score import (
     FACTS,
-    READ_FACTS,
     Bar,
     BarCheck,
     BatchSpec,
@@ -67,7 +66,6 @@ __all__ = [
     "AXES",
     "FACTS",
     "MARA_PRESETS",
-    "READ_FACTS",
     "SAMPLERS",
     "START_RULES",
     "Bar",

@@ -66,6 +66,7 @@ __all__ = [
     "fit_on_support",
     "genome_draft",
     "genome_of",
+    "held_in_contract",
     "param_variants",
     "parse_measurement",
     "primitive_variants",
@@ -340,6 +341,19 @@ def row_facts(draft: Tool, questions: Sequence[Any], recs: Mapping[str, Any]) ->
                     fact = "K"
         out[q.id] = fact
     return out
+
+
+def held_in_contract(draft: Tool, held_out: Sequence[Any]) -> int | None:
+    """How many held-out errors lie inside a composite tool's contract (``None``: not a composite).
+
+    A composite (its scope lists one kind matcher per branch) is planned for the question kinds
+    among its bucket's support errors; a held-out error of another kind is outside its contract,
+    and that it goes unrepaired says nothing of the branches. Every other artifact answers for
+    all of its held-out errors.
+    """
+    if draft.kind != "tool" or not draft.scope.kinds:
+        return None
+    return sum(draft.scope.matches_kind(question_tokens(q.question)) for q in held_out)
 
 
 def categories(

@@ -10,7 +10,8 @@ from the base pass; any other root invalidates the round (:func:`check_root`).
 
 :class:`Bar` is the prefilter bar of a direct attempt: :func:`tsevo.evolve.synthesize.prefilter`
 reads its verdict from :meth:`Bar.outcome` too (at least ``min_repairs`` attributable repairs where
-the node read ``min_held_out`` or more held-out errors, harm within ``max(harm_cap_abs, harm_cap_frac *
+its contract takes ``min_held_out`` or more held-out errors (a composite tool's: those of kinds it
+has a branch for), harm within ``max(harm_cap_abs, harm_cap_frac *
 |P|)``, execution errors within ``exec_error_cap`` of the node's tool runs); *strong* adds a repair
 rate of ``early_stop``.
 """
@@ -27,7 +28,6 @@ from tsevo.hashing import canonical_json
 __all__ = [
     "FACTS",
     "PARTS",
-    "READ_FACTS",
     "Bar",
     "BarCheck",
     "BatchSpec",
@@ -40,9 +40,6 @@ __all__ = [
 #: What a node's artifact did on a question: Out of scope, not Shortlisted, Abstained, Error,
 #: Kept the incoming answer, Replaced it.
 FACTS: tuple[str, ...] = ("O", "S", "A", "E", "K", "R")
-#: Facts of a held-out error the node *read*: it kept or replaced the answer, or its tool failed
-#: (the prefilter's repair bar counts these toward ``min_held_out``; see :class:`Bar`).
-READ_FACTS: tuple[str, ...] = ("E", "K", "R")
 #: The two parts of a batch: held-out errors (``H``) and the harm probe (``P``).
 PARTS: tuple[str, ...] = ("H", "P")
 
@@ -167,6 +164,9 @@ class NodeScore:
         facts: What the node's artifact did per question (:data:`FACTS`).
         exec_errors: The node's tool runs that ended in an error.
         tool_runs: The node's tool runs on the batch.
+        in_contract: ``H`` rows inside the node's contract, when fewer than all: a composite
+            tool's held-out errors of question kinds it has no branch for lie outside
+            (:func:`tsevo.marachain.moves.held_in_contract`). ``None``: every one.
     """
 
     qids: tuple[str, ...]
@@ -176,6 +176,7 @@ class NodeScore:
     facts: tuple[str, ...]
     exec_errors: int = 0
     tool_runs: int = 0
+    in_contract: int | None = None
 
     def __post_init__(self) -> None:
         n = len(self.qids)
@@ -192,6 +193,8 @@ class NodeScore:
                 raise ValueError(f"NodeScore: row {q} credits {c} with raw {r} on part {p}")
         if not 0 <= self.exec_errors <= self.tool_runs:
             raise ValueError("NodeScore: exec_errors must lie in [0, tool_runs]")
+        if self.in_contract is not None and not 0 <= self.in_contract <= self.n_held_out:
+            raise ValueError("NodeScore: in_contract must lie in [0, |H|]")
 
     @classmethod
     def from_outcome(
@@ -204,6 +207,7 @@ class NodeScore:
         facts: Mapping[str, str] | None = None,
         exec_errors: int = 0,
         tool_runs: int = 0,
+        in_contract: int | None = None,
     ) -> NodeScore:
         """Build from a prefilter outcome (an ``AttemptRecord``'s ``repairs`` and ``harms``).
 
@@ -215,6 +219,7 @@ class NodeScore:
             facts: Fact per question (default ``R`` on repairs, ``K`` elsewhere).
             exec_errors: The node's tool runs that errored.
             tool_runs: The node's tool runs.
+            in_contract: ``H`` rows inside its contract (``None``: every one).
         """
         rep, harm, ok = set(repairs), set(harms), set(right) | set(repairs)
         unknown = sorted((rep | harm | ok) - set(batch.qids))
@@ -229,7 +234,7 @@ class NodeScore:
             for q, p, r in zip(batch.qids, batch.parts, raw, strict=True)
         )
         fact = tuple((facts or {}).get(q, "R" if q in rep else "K") for q in batch.qids)
-        return cls(batch.qids, batch.parts, raw, cred, fact, exec_errors, tool_runs)
+        return cls(batch.qids, batch.parts, raw, cred, fact, exec_errors, tool_runs, in_contract)
 
     @property
     def n_held_out(self) -> int:
@@ -242,11 +247,9 @@ class NodeScore:
         return self.parts.count("P")
 
     @property
-    def n_read(self) -> int:
-        """``H`` rows the node read (facts :data:`READ_FACTS`)."""
-        return sum(
-            p == "H" and f in READ_FACTS for p, f in zip(self.parts, self.facts, strict=True)
-        )
+    def n_in_contract(self) -> int:
+        """``H`` rows inside the node's contract (``in_contract``; every one when not given)."""
+        return self.n_held_out if self.in_contract is None else self.in_contract
 
     @property
     def repairs(self) -> tuple[str, ...]:
@@ -304,6 +307,8 @@ class NodeScore:
             "facts": list(self.facts),
             "exec_errors": self.exec_errors,
             "tool_runs": self.tool_runs,
+            # only when some held-out errors lie outside (older scores keep their bytes)
+            **({} if self.in_contract is None else {"in_contract": self.in_contract}),
         }
 
     @classmethod
@@ -317,6 +322,7 @@ class NodeScore:
             tuple(d["facts"]),
             int(d.get("exec_errors", 0)),
             int(d.get("tool_runs", 0)),
+            None if d.get("in_contract") is None else int(d["in_contract"]),
         )
 
 
@@ -351,7 +357,7 @@ class Bar:
     exec_error_cap: float = 0.05
     early_stop: float = 0.40
     min_held_out: int = 3
-    count_read: bool = True
+    count_in_contract: bool = True
 
     @classmethod
     def of(cls, cfg: Any) -> Bar:
@@ -363,7 +369,7 @@ class Bar:
             cfg.prefilter_exec_error_cap,
             cfg.prefilter_early_stop,
             cfg.support.min_held_out,
-            cfg.support.min_held_out_counts == "read",
+            cfg.support.min_held_out_counts == "in_contract",
         )
 
     def harm_cap(self, n_probe: int) -> float:
@@ -377,15 +383,18 @@ class Bar:
         n_held_out: int,
         n_probe: int,
         error_rate: float,
-        n_read: int | None = None,
+        n_in_contract: int | None = None,
     ) -> str:
         """The prefilter's verdict: ``no_repair``, ``harmful``, ``exec_errors`` or ``passed``.
 
         Tested in that order; a repair is asked for only from ``min_held_out`` held-out errors,
-        counting only the ``n_read`` the candidate read when ``count_read`` and it is given (a
-        tool; other artifacts count every held-out error).
+        counting only the ``n_in_contract`` inside the candidate's contract when ``count_in_contract``
+        and it is given (a composite tool's errors of kinds it has a branch for; every held-out
+        error of any other artifact).
         """
-        counted = n_read if self.count_read and n_read is not None else n_held_out
+        counted = (
+            n_in_contract if self.count_in_contract and n_in_contract is not None else n_held_out
+        )
         if repairs < self.min_repairs and counted >= self.min_held_out:
             return "no_repair"
         if harms > self.harm_cap(n_probe):
@@ -398,7 +407,9 @@ class Bar:
         """Measure a node as the prefilter measures a direct attempt (same order of tests)."""
         repairs, harms = len(score.repairs), len(score.harms)
         cap, err = self.harm_cap(score.n_probe), score.error_rate
-        outcome = self.outcome(repairs, harms, score.n_held_out, score.n_probe, err, score.n_read)
+        outcome = self.outcome(
+            repairs, harms, score.n_held_out, score.n_probe, err, score.n_in_contract
+        )
         passed = outcome == "passed"
         strong = passed and score.repair_rate >= self.early_stop
         return BarCheck(passed, strong, outcome, repairs, harms, cap, err)
