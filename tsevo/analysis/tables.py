@@ -65,7 +65,8 @@ def attempts_table(run: Run, round_: int = 1) -> pd.DataFrame:
     """Every synthesis attempt with its checks and prefilter outcome.
 
     Columns: ``group, attempt, tool_id, measurement, checked, violations, n_held_out, n_in_contract
-    (held-out errors inside the candidate's scope), n_probe,
+    (held-out errors the candidate answers for: a composite's, those of kinds it has a branch for),
+    n_probe,
     repairs, harms, repair_rate, exec_errors, tool_runs, outcome, passed, survivor``.
     """
     store = open_run(run)

@@ -70,7 +70,8 @@ SUPPORT_DOC = (
     "support_request for a bucket is granted up to max_share of its members and max_rows rows "
     "(planner_requests = True, the default; False: the paper's split), a triage role may "
     "bound the number of categories (triage_bound), and the prefilter asks for a repair only "
-    "from min_held_out held-out errors (inside a tool's scope: min_held_out_counts). Saved only "
+    "from min_held_out held-out errors (a composite's: of kinds it has a branch for, "
+    "min_held_out_counts). Saved only "
     "when not the default."
 )
 

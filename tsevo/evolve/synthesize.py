@@ -11,10 +11,10 @@ draft that passes is prefiltered: the candidate library (current chain plus this
 answers the bucket's held-out errors (at most ``prefilter_errors``, members of a merged group
 interleaved) and a harm probe of in-scope train questions the current library gets right. It
 survives with at least ``prefilter_min_repairs`` *attributable* repairs (fixed, with the draft
-bound, executed and responsible for the replacement in the trace; asked only where a tool's scope
-takes at least ``support.min_held_out`` of its held-out errors, since one or two missed errors, or
-errors of kinds a composite has no branch for, say nothing of a tool that serves many question
-kinds), harm within
+bound, executed and responsible for the replacement in the trace; asked only where at least
+``support.min_held_out`` of its held-out errors lie inside its contract, a composite's being those of
+kinds it has a branch for, since one or two missed errors, or errors of kinds it does not serve, say
+nothing of a tool that serves many question kinds), harm within
 ``max(prefilter_harm_cap_abs, prefilter_harm_cap_frac * probe)`` and execution errors within
 ``prefilter_exec_error_cap``. A repair rate of at least ``prefilter_early_stop`` stops the search;
 otherwise the best passing attempt goes on. Consecutive zero-repair outcomes (an attempt rejected

@@ -164,9 +164,9 @@ class NodeScore:
         facts: What the node's artifact did per question (:data:`FACTS`).
         exec_errors: The node's tool runs that ended in an error.
         tool_runs: The node's tool runs on the batch.
-        in_contract: ``H`` rows inside the node's contract, when fewer than all: a composite
-            tool's held-out errors of question kinds it has no branch for lie outside
-            (:func:`tsevo.marachain.moves.held_in_contract`). ``None``: every one.
+        in_contract: ``H`` rows inside the node's contract, for a composite tool (its held-out
+            errors of question kinds it has no branch for lie outside;
+            :func:`tsevo.marachain.moves.held_in_contract`). ``None``: every one.
     """
 
     qids: tuple[str, ...]
@@ -307,7 +307,7 @@ class NodeScore:
             "facts": list(self.facts),
             "exec_errors": self.exec_errors,
             "tool_runs": self.tool_runs,
-            # only when some held-out errors lie outside (older scores keep their bytes)
+            # only for a composite's nodes (older scores keep their bytes)
             **({} if self.in_contract is None else {"in_contract": self.in_contract}),
         }
 
