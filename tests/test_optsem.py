@@ -4,7 +4,7 @@ that share no word pool their rows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -360,6 +360,12 @@ def test_the_kind_planner_serves_a_yes_no_kind_by_its_test_verdict():
         MeasurementPlanner(), d, KindPlanSettings(max_kind_share=1.0, option_rules=False)
     )[0]
     assert all(b.stats["source"] != "tests" for b in off)
+    # learned rules may be refused for Yes / No kinds; the test verdict still serves
+    only_tests = KindPlanSettings(max_kind_share=1.0, yes_no_learned=False)
+    kept = plan_kinds(MeasurementPlanner(), d, only_tests)[0]
+    assert [b.stats["source"] for b in kept] == ["tests"]
+    none, why = plan_kinds(MeasurementPlanner(), d, replace(only_tests, option_rules=False))
+    assert off and none == [] and "yes_no_learned off" in next(iter(why.values()))["outcome"]
 
 
 def _in_hours(qid: str, text: str, y, right: float, wrong: tuple[float, ...]) -> Example:

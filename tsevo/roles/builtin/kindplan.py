@@ -109,6 +109,13 @@ class KindPlanSettings:
         stability_noise: The copies' added noise, in units of each series' own noise level.
         stability_power: Exponent on the share read right (2: a member right on 70% of copies
             weighs half as much as one always right).
+        yes_no_learned: Whether a Yes / No kind may be served by a learned rule (its own or a
+            pooled one); False: only by a test's verdict (``tests``). Two options make flukes
+            cheap: on development seeds of ``mixed`` learned Yes / No branches helped about two
+            test questions for each they harmed, every other branch about ten. Off, harm falls
+            by 2.1 pp of test questions for 1.0 pp of gain on 60011-61529 (3.7% -> 1.6%) and by
+            1.1 pp for 2.3 pp on 104-111 (``runs/bench/mixed-dev10u-noyn.json``,
+            ``mixed-dev8-noyn.json``): about one point of gain per point of harm, so on by default.
     """
 
     min_rows: int = 3
@@ -129,6 +136,7 @@ class KindPlanSettings:
     stability_copies: int = 3
     stability_noise: float = 0.5
     stability_power: float = 2.0
+    yes_no_learned: bool = True
 
     def __post_init__(self) -> None:
         if self.stability_copies < 0:
@@ -349,6 +357,13 @@ def plan_kinds(
             entry["outcome"] = "no rule clears the bar"
             continue
         best, source, ties = chosen
+        if not (
+            settings.yes_no_learned
+            or source.startswith("tests")
+            or yes_no(ex[0].question.options) is None
+        ):
+            entry["outcome"] = "a Yes / No kind read by a learned rule (yes_no_learned off)"
+            continue
         if len(ties) < settings.min_peers:
             entry["outcome"] = (
                 f"{len(ties)} measurements read the rows as well, fewer than {settings.min_peers}"
