@@ -36,7 +36,7 @@ from tsevo.evolve.steps import RoundContext
 from tsevo.evolve.support import SupportConfig
 from tsevo.evolve.synthesize import run_group
 from tsevo.evolve.views import ViewIds
-from tsevo.library.library import Library, Stage, library_from_tools, scope_matches
+from tsevo.library.library import Library, Stage, library_from_tools
 from tsevo.library.tool import Contract, Matcher, Provenance, Scope, Tool
 from tsevo.roles import RoleSet
 from tsevo.roles.protocols import AttemptFeedback, ContractCard, Dossier, WorkGroup
@@ -342,22 +342,10 @@ class _TiedEvaluator:
 
 
 class _NoRepairEvaluator:
-    """Every attempt repairs nothing and harms nothing; its tool runs where its scope takes a question.
-
-    There it reads nothing (the vote of a composite's branch falls short: no decision); elsewhere
-    nothing runs.
-    """
+    """Every attempt repairs nothing and harms nothing."""
 
     def answer(self, split: str, library: Library, qs: Any) -> dict[str, AnswerRecord]:
-        tool = [a for a in library.all_artifacts() if a.kind == "tool"][-1]
-        out = {}
-        for q in qs:
-            steps: tuple[StageStep, ...] = ()
-            if scope_matches(tool.scope, q):
-                run = ToolRun(tool.id, "ok", {"v": 1.0})
-                steps = (StageStep(1, (tool.id,), (run,), "no_decision", "", 0, 0),)
-            out[q.id] = AnswerRecord(q.id, q.id, "t", 0, "", steps, 0, False)
-        return out
+        return {q.id: _rec(q.id, False) for q in qs}
 
 
 class _BranchSynth(_Synth):
@@ -387,7 +375,7 @@ def test_no_repair_refuses_a_composite_only_where_enough_held_out_errors_are_of_
 ) -> None:
     # one or two held-out errors missed, or errors of kinds a composite has no branch for, say
     # nothing of a tool that serves many question kinds; the harm probe (empty here) and
-    # execution errors still screen it. Errors of its kinds count even where it reads nothing.
+    # execution errors still screen it. The count reads the composite's kinds, not its answers.
     held = [
         _question(i)
         if i < n_in

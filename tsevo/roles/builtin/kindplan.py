@@ -110,7 +110,8 @@ class KindPlanSettings:
         stability_power: Exponent on the share read right (2: a member right on 70% of copies
             weighs half as much as one always right).
         yes_no_learned: Whether a Yes / No kind may be served by a learned rule (its own or a
-            pooled one); False: only by a test's verdict (``tests``). Two options make flukes
+            pooled one); False: only where a test's verdict wins the kind's search (``tests``),
+            and a kind whose best reading is learned is left to the agent. Two options make flukes
             cheap: on development seeds of ``mixed`` learned Yes / No branches helped about two
             test questions for each they harmed, every other branch about ten. Off, harm falls
             by 2.1 pp of test questions for 1.0 pp of gain on 60011-61529 (3.7% -> 1.6%) and by
