@@ -60,8 +60,9 @@ def _dossier() -> Dossier:
 
 
 def test_two_phrasings_pool_their_rows_into_one_rule_served_per_kind():
-    # three kinds with two errors each: no kind holds more than half of the support
-    settings = KindPlanSettings(max_kind_share=0.5)
+    # three kinds with two errors each: no kind holds more than half of the support (their Yes /
+    # No rows are read by learned rules, which the default leaves to the agent)
+    settings = KindPlanSettings(max_kind_share=0.5, yes_no_learned=True)
     branches, report = plan_kinds(MeasurementPlanner(), _dossier(), settings)
     pooled = [e for e in report.values() if e.get("pooled_with")]
     assert len(pooled) == 2 and all(e["pooled_rows"] == 4 for e in pooled)
@@ -110,7 +111,8 @@ def test_a_dominant_kind_leaves_the_bucket_to_the_one_measurement_planner():
     more = (_ex("a3", a, True, 7), _ex("a4", a, False, 8), _ex("a5", a, True, 9))
     d = Dossier(d.bucket_id, d.side, d.label, d.criteria, d.support + more, ())
     assert plan_kinds(MeasurementPlanner(), d, KindPlanSettings()) == ([], {})  # 5 of 9 errors
-    branches, _ = plan_kinds(MeasurementPlanner(), d, KindPlanSettings(max_kind_share=0.6))
+    allow = KindPlanSettings(max_kind_share=0.6, yes_no_learned=True)
+    branches, _ = plan_kinds(MeasurementPlanner(), d, allow)
     assert branches  # the same bucket is composite when the share allows it
 
 
@@ -159,7 +161,7 @@ def test_given_kinds_replace_the_recovered_ones():
         return KindIndex.from_groups(qs, group)
 
     branches, report = plan_kinds(
-        MeasurementPlanner(), d, KindPlanSettings(max_kind_share=0.7), given
+        MeasurementPlanner(), d, KindPlanSettings(max_kind_share=0.7, yes_no_learned=True), given
     )
     assert set(report) == {"trend", "spread"}
     assert report["trend"]["rows"] == 4 and "pooled_with" not in report["trend"]

@@ -355,17 +355,16 @@ def test_the_kind_planner_serves_a_yes_no_kind_by_its_test_verdict():
     assert len(branches) == 1 and report[branches[0].kinds[0]]["outcome"].endswith("(tests)")
     assert branches[0].stats["source"] == "tests"
     assert branches[0].rule.bins == (ALPHA,)
-    # without option rules the same kind is searched by learned rules only
-    off = plan_kinds(
-        MeasurementPlanner(), d, KindPlanSettings(max_kind_share=1.0, option_rules=False)
-    )[0]
-    assert all(b.stats["source"] != "tests" for b in off)
-    # learned rules may be refused for Yes / No kinds; the test verdict still serves
-    only_tests = KindPlanSettings(max_kind_share=1.0, yes_no_learned=False)
-    kept = plan_kinds(MeasurementPlanner(), d, only_tests)[0]
-    assert [b.stats["source"] for b in kept] == ["tests"]
-    none, why = plan_kinds(MeasurementPlanner(), d, replace(only_tests, option_rules=False))
-    assert off and none == [] and "yes_no_learned off" in next(iter(why.values()))["outcome"]
+    # without option rules the same kind is searched by learned rules only, which serve it only
+    # where yes_no_learned is on (it is off by default: the kind is left to the agent)
+    learned = KindPlanSettings(max_kind_share=1.0, option_rules=False, yes_no_learned=True)
+    off = plan_kinds(MeasurementPlanner(), d, learned)[0]
+    assert off and all(b.stats["source"] != "tests" for b in off)
+    none, why = plan_kinds(MeasurementPlanner(), d, replace(learned, yes_no_learned=False))
+    assert none == [] and "yes_no_learned off" in next(iter(why.values()))["outcome"]
+    # with learned rules allowed, the test verdict still wins where it reads the rows as well
+    both = plan_kinds(MeasurementPlanner(), d, replace(learned, option_rules=True))[0]
+    assert [b.stats["source"] for b in both] == ["tests"]
 
 
 def _in_hours(qid: str, text: str, y, right: float, wrong: tuple[float, ...]) -> Example:

@@ -110,13 +110,17 @@ class KindPlanSettings:
         stability_power: Exponent on the share read right (2: a member right on 70% of copies
             weighs half as much as one always right).
         yes_no_learned: Whether a Yes / No kind may be served by a learned rule (its own or a
-            pooled one); False: only where a test's verdict wins the kind's search (``tests``),
-            and a kind whose best reading is learned is left to the agent. Two options make flukes
-            cheap: on development seeds of ``mixed`` learned Yes / No branches helped about two
-            test questions for each they harmed, every other branch about ten. Off, harm falls
-            by 2.1 pp of test questions for 1.0 pp of gain on 60011-61529 (3.7% -> 1.6%) and by
-            1.1 pp for 2.3 pp on 104-111 (``runs/bench/mixed-dev10u-noyn.json``,
-            ``mixed-dev8-noyn.json``): about one point of gain per point of harm, so on by default.
+            pooled one); False (the default): only where a test's verdict wins the kind's search
+            (``tests``), and a kind whose best reading is learned is left to the agent. Two options
+            make flukes cheap: on development seeds of ``mixed`` learned Yes / No branches helped
+            about two test questions for each they harmed, every other branch about ten. Off, harm
+            falls by 2.1 pp of test questions for 1.0 pp of gain on 60011-61529 (3.7% -> 1.6%), by
+            1.1 pp for 2.3 pp on 104-111, and by 1.6 pp for 1.2 pp on fresh seeds 64013-64529
+            (3.5% -> 1.9%; ``runs/bench/mixed-dev10u-noyn.json``, ``mixed-dev8-noyn.json``,
+            ``mixed-fresh-v30-noyn.json``). Keeping the incoming answer is the safe default, and
+            only off does ``mixed`` harm at most 2% of test questions. A test verdict that loses
+            the search to a learned rule is no substitute: served anyway, it harms as much as the
+            learned rule (``mixed-dev10u-noyn-tests.json``).
     """
 
     min_rows: int = 3
@@ -137,7 +141,7 @@ class KindPlanSettings:
     stability_copies: int = 3
     stability_noise: float = 0.5
     stability_power: float = 2.0
-    yes_no_learned: bool = True
+    yes_no_learned: bool = False
 
     def __post_init__(self) -> None:
         if self.stability_copies < 0:
