@@ -8,7 +8,8 @@ and background rows, right or wrong), in two passes:
    (:mod:`.optsem`; nothing to fit, so a handful of rows is real evidence); a Yes / No kind's test
    verdict (a p-value of the tests its words name, read at 5%) instead competes with pass 1 and is
    kept when it reads the rows at least as well out of sample as the best learned rule (source
-   ``tests``);
+   ``tests``); where a learned rule wins, the kind is left to the agent (``yes_no_learned``, off by
+   default: learned Yes / No rules help about two questions for each they harm);
 1. the catalog groups the kind's words point at (:mod:`.concepts`), with the normal bar;
 2. the whole catalog, with a stricter bar (a rule picked among hundreds on a handful of rows is
    usually spurious).
