@@ -28,7 +28,10 @@ The same regime thins the prefilter's screen: a bucket whose planner sees most o
 or two errors, and a composite tool that serves dozens of kinds and misses both was refused for "no
 repair". The repair bar now applies from ``min_held_out`` (3) held-out errors; below, the harm probe
 and execution errors screen alone (development seeds of ``mixed`` 104-111: +0.61 +- 0.53 pp, no
-more harm; seed 108 kept a 27-kind composite with one held-out error). And a composite tool answers
+more harm; seed 108 kept a 27-kind composite with one held-out error). For a composite the harm
+probe is no screen: every in-scope train row the library gets right outside support is in the
+planner's background, which its branches were fitted on (checked row by row on 41 attempts, the
+log's session 30), so the plan's leave-one-out and the gate on validation are what screen it. And a composite tool answers
 only for the held-out errors of question kinds it has a branch for (``min_held_out_counts =
 "in_contract"``): the errors a bucket holds out are mostly of kinds whose only rows were held out,
 so no branch serves them, and three to seven such errors refused whole composites on six of ten
@@ -108,7 +111,8 @@ class SupportConfig(NestedKnobs):
         3,
         "Held-out errors (at least) the prefilter must run before it asks a candidate for "
         "prefilter_min_repairs: one or two missed errors say nothing of a composite serving many "
-        "question kinds (the harm probe and execution errors still screen it). 0: always asked.",
+        "question kinds (execution errors, the plan's leave-one-out and the gate still screen it). "
+        "0: always asked.",
         lo=0,
     )
     min_held_out_counts: str = knob(
