@@ -27,16 +27,16 @@ their tiny runs' stories were found under it.
 The same regime thins the prefilter's screen: a bucket whose planner sees most of it holds out one
 or two errors, and a composite tool that serves dozens of kinds and misses both was refused for "no
 repair". The repair bar now applies from ``min_held_out`` (3) held-out errors; below, the harm probe
-and execution errors screen alone (development seeds of ``mixed`` 104-111: +0.61 +- 0.53 pp, no
-more harm; seed 108 kept a 27-kind composite with one held-out error). For a composite the harm
-probe is no screen: every in-scope train row the library gets right outside support is in the
-planner's background, which its branches were fitted on (checked row by row on 41 attempts, the
-log's session 30), so the plan's leave-one-out and the gate on validation are what screen it. And a composite tool answers
-only for the held-out errors of question kinds it has a branch for (``min_held_out_counts =
+and execution errors screen alone (development seeds of ``mixed`` 104-111: +0.61 +- 0.53 pp, no more
+harm; seed 108 kept a 27-kind composite with one held-out error). For a composite the harm probe is
+no screen: every in-scope train row the library gets right outside support is in the planner's
+background, which its branches were fitted on (checked row by row on 41 attempts, the log's session
+30), so the plan's leave-one-out and the gate on validation are what screen it. And a composite tool
+answers only for the held-out errors of question kinds it has a branch for (``min_held_out_counts =
 "in_contract"``): the errors a bucket holds out are mostly of kinds whose only rows were held out,
-so no branch serves them, and three to seven such errors refused whole composites on six of ten
-used ``mixed`` seeds (60011-61529, now development seeds: +1.7 pp, harm +0.3). A plain tool still
-answers for all of its held-out errors.
+so no branch serves them, and three to seven such errors refused whole composites on six of ten used
+``mixed`` seeds (60011-61529, now development seeds: +1.7 pp, harm +0.3). A plain tool still answers
+for all of its held-out errors.
 
 With that, a granted request keeps all but one of a bucket's errors in support (``max_share`` 1.0,
 ``max_rows`` 200; before, 0.85 and 60 rows): the planner sees every kind's errors, and held-out

@@ -110,8 +110,8 @@ class KindPlanSettings:
         stability_noise: The copies' added noise, in units of each series' own noise level.
         stability_power: Exponent on the share read right (2: a member right on 70% of copies
             weighs half as much as one always right).
-        yes_no_learned: Whether a Yes / No kind may be served by a learned rule (its own or a
-            pooled one); False (the default): only where a test's verdict wins the kind's search
+        yes_no_learned: Whether a Yes / No kind may be served by a learned rule (its own or a pooled
+            one); False (the default): only where a test's verdict wins the kind's search
             (``tests``), and a kind whose best reading is learned is left to the agent. Two options
             make flukes cheap: on development seeds of ``mixed`` learned Yes / No branches helped
             about two test questions for each they harmed, every other branch about ten. Off, harm
@@ -120,11 +120,11 @@ class KindPlanSettings:
             (3.4% -> 2.0%; ``runs/bench/mixed-dev10u-noyn.json``, ``mixed-dev8-noyn.json``,
             ``mixed-fresh-v30-noyn.json``, ``mixed-fresh-v30b-noyn.json``). Keeping the incoming
             answer is the safe default, and only off does ``mixed``'s harm come near the issue's 2%
-            of test questions. A test verdict that loses
-            the search to a learned rule is no substitute: served anyway, it harms as much as the
-            learned rule (``mixed-dev10u-noyn-tests.json``). Nor is one the shrinkage step sets aside
-            for a pooled learned rule: kept, those verdicts add about one point of harm for each
-            two to three of gain (``mixed-dev10u-keeptests.json``, ``mixed-dev8-keeptests.json``).
+            of test questions. A test verdict that loses the search to a learned rule is no
+            substitute: served anyway, it harms as much as the learned rule
+            (``mixed-dev10u-noyn-tests.json``). Nor is one the shrinkage step sets aside for a
+            pooled learned rule: kept, those verdicts add about one point of harm for each two to
+            three of gain (``mixed-dev10u-keeptests.json``, ``mixed-dev8-keeptests.json``).
     """
 
     min_rows: int = 3
