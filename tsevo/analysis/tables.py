@@ -66,8 +66,7 @@ def attempts_table(run: Run, round_: int = 1) -> pd.DataFrame:
 
     Columns: ``group, attempt, tool_id, measurement, checked, violations, n_held_out, n_in_contract
     (held-out errors the candidate answers for: a composite's, those of kinds it has a branch for),
-    n_probe,
-    repairs, harms, repair_rate, exec_errors, tool_runs, outcome, passed, survivor``.
+    n_probe, repairs, harms, repair_rate, exec_errors, tool_runs, outcome, passed, survivor``.
     """
     store = open_run(run)
     return store.read_parquet(store.layout.round(round_).prefilter)

@@ -35,7 +35,7 @@ from tsevo.marachain import (
     early_stop,
 )
 from tsevo.marachain.genome import Genome
-from tsevo.marachain.moves import held_in_contract, row_facts
+from tsevo.marachain.moves import row_facts
 from tsevo.marachain.step import Move, Parent, artifact_key, outputs_of
 
 from .chain_types import ChainInputs, StepState, TrainOnlyEvaluator
@@ -48,7 +48,6 @@ def _node_score(
     rec: Any,
     recs: Mapping[str, AnswerRecord],
     facts: Mapping[str, str] | None = None,
-    in_contract: int | None = None,
 ) -> NodeScore:
     held = batch.qids[: batch.n_held_out]
     return NodeScore.from_outcome(
@@ -59,7 +58,7 @@ def _node_score(
         facts=facts,
         exec_errors=rec.exec_errors,
         tool_runs=rec.tool_runs,
-        in_contract=in_contract,
+        in_contract=rec.n_in_contract,
     )
 
 
@@ -92,8 +91,7 @@ def score_node(
     """Score a checked draft on the batch (the prefilter): score, tool outputs, answer records."""
     recs = inp.score(draft, probe, guarded, rec)
     facts = row_facts(draft, [*inp.held_qs, *probe], recs)
-    score = _node_score(batch, rec, recs, facts, held_in_contract(draft, inp.held_qs))
-    return score, outputs_of(draft, recs), recs
+    return _node_score(batch, rec, recs, facts), outputs_of(draft, recs), recs
 
 
 def _gain(path: ScoreHistory, nid: str) -> int:
