@@ -142,7 +142,8 @@ AFFINE_INVARIANT: dict[str, tuple[str, ...]] = {
     "integration_order": ("order",),
     "noise_color": ("ar1_phi", "spectral_beta", "dfa_alpha"),
     "snr": ("snr_db", "noise_frac", "hetero_corr"),
-    "endpoint_change": ("change_sigma",),
+    "endpoint_change": ("change_sigma", "p"),
+    "trend_change_test": ("break_frac", "slope_before_sigma", "slope_after_sigma", "p_change", "p_reversal", "p_accelerating"),
     "extremes": ("argmax", "argmin", "max_z", "min_z"),
     "level_crossings": ("crossings", "frac_above"),
     "monotonicity": ("frac_up", "spearman_rho"),
@@ -161,6 +162,7 @@ AFFINE_INVARIANT: dict[str, tuple[str, ...]] = {
     "xcorr": ("best_lag", "peak_corr", "corr_at_zero"),
     "granger": ("f_a_to_b", "f_b_to_a"),
     "correlation": ("pearson", "spearman", "kendall", "diff_pearson", "detrended_pearson"),
+    "correlation_test": ("r", "best_lag", "n_eff", "p", "p_pos", "p_neg"),
     "shape_distance": ("zeuclid", "dtw", "sbd", "corr", "reversed_corr"),
     "distribution_compare": ("ks_stat", "ad_stat", "wasserstein_sigma", "energy_sigma", "log_var_ratio", "mean_gap_sigma"),
     "pair_compare": ("mean_gap_sigma", "log_std_ratio", "slope_gap_sigma", "frac_b_above"),
@@ -170,6 +172,7 @@ INDEPENDENT = {
     "xcorr": ("best_lag", "peak_corr"),
     "granger": ("f_a_to_b", "f_b_to_a"),
     "correlation": ("pearson", "spearman", "kendall"),
+    "correlation_test": ("r", "best_lag", "n_eff", "p", "p_pos", "p_neg"),
     "shape_distance": ("zeuclid", "dtw", "sbd", "corr"),
 }
 
@@ -224,6 +227,7 @@ SYMMETRIC = {
         "f_p",
     ),
     "correlation": ("pearson", "spearman", "kendall", "diff_pearson", "detrended_pearson"),
+    "correlation_test": ("r", "n_eff", "p", "p_pos", "p_neg"),
     "xcorr": ("peak_corr", "corr_at_zero"),
 }
 ANTISYMMETRIC = {

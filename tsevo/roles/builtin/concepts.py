@@ -57,6 +57,7 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "accelerat": _TREND,
     "decelerat": _TREND,
     "monoton": _TREND,
+    "turn": _TREND,
     # cycles
     "season": _CYCLE,
     "cycl": _CYCLE,
