@@ -48,6 +48,13 @@ def _fit(
     return np.asarray(beta, dtype=np.float64), np.asarray(cov, dtype=np.float64), df, res
 
 
+def _rss(x: FloatArray, design: FloatArray) -> float:
+    """Residual sum of squares of the least-squares fit of ``x`` on ``design``."""
+    beta, *_ = np.linalg.lstsq(design, x, rcond=None)
+    r = x - design @ beta
+    return float(np.dot(r, r))
+
+
 def _one_sided(est: float, var: float, df: float) -> float:
     """The p-value of H1: the estimate is positive."""
     if not var > 0:
@@ -92,17 +99,13 @@ def trend_change_test(y: Any, *, lo: float = 0.2, hi: float = 0.8) -> Result:
     lo_i, hi_i = max(3, int(np.ceil(lo * (n - 1)))), min(n - 4, int(np.floor(hi * (n - 1))))
     if hi_i < lo_i:
         return None
-    best: tuple[float, int] | None = None
-    for i in np.unique(np.linspace(lo_i, hi_i, 61).round().astype(int)):
-        design = np.column_stack((one, t, np.maximum(t - t[i], 0.0)))
-        beta, *_ = np.linalg.lstsq(design, x, rcond=None)
-        r = x - design @ beta
-        rss = float(np.dot(r, r))
-        if best is None or rss < best[0]:
-            best = (rss, int(i))
-    assert best is not None
-    tb = t[best[1]]
-    fit = _fit(x, np.column_stack((one, t, np.maximum(t - tb, 0.0))))
+
+    def hinge(tb: float) -> FloatArray:
+        return np.column_stack((one, t, np.maximum(t - tb, 0.0)))
+
+    breaks = np.unique(np.linspace(lo_i, hi_i, 61).round().astype(int))
+    tb = float(t[breaks[int(np.argmin([_rss(x, hinge(t[i])) for i in breaks]))]])
+    fit = _fit(x, hinge(tb))
     u = 2.0 * t - 1.0
     quad = _fit(x, np.column_stack((one, u, u * u)))
     if fit is None or quad is None:
@@ -120,7 +123,7 @@ def trend_change_test(y: Any, *, lo: float = 0.2, hi: float = 0.8) -> Result:
     s = robust_scale(x)
     return finish(
         {
-            "break_frac": float(tb),
+            "break_frac": tb,
             "slope_before_sigma": s1 / s,
             "slope_after_sigma": s2 / s,
             "p_change": p_change,
