@@ -361,3 +361,83 @@ def test_a_mara_chain_genome_keeps_a_branchs_peers_and_splits_their_consensus_ba
     assert all(r.margin > 0 for r in wide.branches[0].branches)
     back = with_rule(g, wide)
     assert back.rule == wide and all(p.rule.margin > 0 for p in back.branches[0].peers)
+
+
+def test_a_lead_quorum_lets_the_lead_answer_with_a_majority_behind_it():
+    other = ReadingRule("label", key="b1p2_a", bins=(0.0,), labels=UPDOWN[::-1])
+    vote = ReadingRule(
+        "consensus", branches=(SLOPE, TAU, other), confidence=0.8, quorum=0.7, lead_quorum=0.55
+    )
+    base = {"b1_slope": 0.4, "b1p1_tau": 0.5, "b1p2_a": 1.0}
+    assert apply_rule(vote, base, UPDOWN).option == 0  # three of three
+    # the lead and one peer: 2/3 is short of 0.7 but holds the lead's majority
+    assert apply_rule(vote, {**base, "b1p2_a": -1.0}, UPDOWN).option == 0
+    assert (
+        apply_rule(replace(vote, lead_quorum=0.0), {**base, "b1p2_a": -1.0}, UPDOWN).option is None
+    )
+    # two peers against the lead: the same 2/3, but not the lead's
+    assert apply_rule(vote, {**base, "b1_slope": -0.4}, UPDOWN).option is None
+    # the lead and an abstaining peer: 1/3 is no majority
+    assert (
+        apply_rule(vote, {"b1_slope": 0.4, "b1p1_tau": 0.0, "b1p2_a": -1.0}, UPDOWN).option is None
+    )
+    assert ReadingRule.from_dict(vote.to_dict()) == vote and vote.to_dict()["lead_quorum"] == 0.55
+    assert "lead_quorum" not in replace(vote, lead_quorum=0.0).to_dict()  # as before
+    assert "55% with the first" in vote.describe()
+    for bad in (0.5, 0.7, 0.9):
+        with pytest.raises(ValueError, match="lead_quorum"):
+            replace(vote, lead_quorum=bad)
+    with pytest.raises(ValueError, match="lead_quorum"):
+        replace(SLOPE, lead_quorum=0.6)
+
+
+def _number_dossier() -> Dossier:
+    """Two kinds whose numeric options a rise per step reads (nearest-number rules)."""
+    texts = ("By how much does X rise per step?", "What is the increase of X per sample?")
+    rows = []
+    for k, text in enumerate(texts):
+        for i in range(4):
+            rng = np.random.default_rng(100 + 10 * k + i)
+            slope = (0.5, 1.0, 2.0, 4.0)[i]
+            y = slope * np.arange(96.0) + 0.5 * rng.standard_normal(96)
+            opts = ("0.5", "1", "2", "4")
+            q = Question(
+                id=f"n{k}{i}", source="test", task="mixed", question=text, options=opts,
+                series={"X": y}, primary=("X",), gold=i,
+            )  # fmt: skip
+
+            class Rec:
+                correct = False
+                final_answer = (i + 1) % 4
+
+            rows.append(Example(QuestionView.of(q, f"vn{k}{i}"), i, Rec()))
+    return Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(rows), ())
+
+
+def test_a_branch_reading_numbers_carries_the_lead_quorum_and_a_label_branch_does_not():
+    settings = KindPlanSettings(max_kind_share=0.5)
+    numbers, _ = plan_kinds(MeasurementPlanner(), _number_dossier(), settings)
+    assert numbers and all(b.rule.kind == "nearest_number" for b in numbers)
+    assert all(b.peers and b.lead_quorum == settings.number_lead_quorum == 0.55 for b in numbers)
+    sub = branch_rule(numbers[:1]).branches[0]
+    assert sub.kind == "consensus" and sub.lead_quorum == 0.55 and sub.quorum == 0.7
+    assert Branch.from_dict(numbers[0].to_dict()) == numbers[0]
+    labels, _ = plan_kinds(MeasurementPlanner(), _dossier(), settings)
+    assert labels and all(b.lead_quorum == 0.0 for b in labels)
+    assert "lead_quorum" not in labels[0].to_dict()
+    off, _ = plan_kinds(
+        MeasurementPlanner(), _number_dossier(), replace(settings, number_lead_quorum=0.0)
+    )
+    assert [b.lead_quorum for b in off] == [0.0] * len(off)
+    # unanimity asked for: no lower share with the lead either
+    strict, _ = plan_kinds(MeasurementPlanner(), _number_dossier(), replace(settings, quorum=1.0))
+    assert all(branch_rule([b]).branches[0].lead_quorum == 0.0 for b in strict)
+    with pytest.raises(ValueError, match="number_lead_quorum"):
+        KindPlanSettings(number_lead_quorum=0.4)
+    # a long composite cuts a branch's vote to two peers that must agree, unless with the lead
+    from tsevo.roles.builtin.composite import within
+
+    cut = within(numbers, lambda bs: sum(1 + len(x.peers) for x in bs), len(numbers) * 3)
+    assert [len(b.peers) for b in cut] == [2] * len(numbers)
+    sub = branch_rule(cut[:1]).branches[0]
+    assert sub.quorum == 1.0 and sub.lead_quorum == 0.55

@@ -192,3 +192,27 @@ def test_options_that_only_name_a_series_make_no_pooling_partners():
     assert _siblings(index, kind["vn1"], everyone) == []
     # a shared concept word still makes partners under such options
     assert _siblings(index, kind["va1"], everyone) == [kind["vb1"]]
+
+
+def test_numbers_in_one_unit_pool_only_where_the_words_name_one_family_of_measurements():
+    period = "Sampled every 10 minutes: what is the period of the cycle, in hours?"
+    cycle = "Readings every 10 minutes. How many hours does one oscillation last?"
+    shift = "Sampled every 10 minutes: when does the level shift occur, in hours?"
+    views = [
+        _numeric("p1", period, ("2 hours", "6 hours")),
+        _numeric("c1", cycle, ("3 hours", "5 hours")),
+        _numeric("s1", shift, ("12 hours", "20 hours")),
+        _numeric("u1", "After how many hours does X stop?", ("1 hours", "4 hours")),  # no concept
+    ]
+    index = KindIndex(views)
+    kind = {v.id: index.of[v.id] for v in views}
+    assert len(set(kind.values())) == 4
+    assert {index.by_id[k].shape for k in kind.values()} == {"numeric:hours"}
+    everyone = {k.id: [] for k in index.kinds}
+    # a cycle's period and its oscillation: words of one family (the spectral groups)
+    assert kind["vc1"] in _siblings(index, kind["vp1"], everyone)
+    # a period and a level shift share the unit, not the question
+    assert kind["vs1"] not in _siblings(index, kind["vp1"], everyone)
+    assert kind["vp1"] not in _siblings(index, kind["vs1"], everyone)
+    # a kind whose words name no concept keeps the unit alone as its evidence
+    assert set(_siblings(index, kind["vu1"], everyone)) == {kind["vp1"], kind["vc1"], kind["vs1"]}

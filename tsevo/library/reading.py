@@ -140,7 +140,8 @@ def _read_consensus(
         if r.option is not None:
             tally[r.option] = tally.get(r.option, 0.0) + w
     top = max(tally, key=lambda o: (tally[o], named.count(o), -o), default=None)
-    if top is not None and tally[top] >= rule.quorum * sum(weights) - 1e-9:
+    share = rule.lead_quorum if top is not None and reads[0].option == top else 0.0
+    if top is not None and tally[top] >= (share or rule.quorum) * sum(weights) - 1e-9:
         why = " and ".join(r.reason for r in reads if r.option == top) if explain else ""
         return Reading(top, rule.confidence, why)
     if not explain:

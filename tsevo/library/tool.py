@@ -150,6 +150,7 @@ class ReadingRule:
             agreeing rules (``consensus``; none of them a ``branches`` or ``consensus`` rule).
         quorum: Least share of a ``consensus`` rule's rules that must name its option, in
             (0.5, 1] (1: all of them).
+        lead_quorum: A lower share that suffices with the first rule, in (0.5, quorum) (0: none).
         weights: One vote weight >= 0 per rule of a ``consensus`` rule (empty: one each).
     """
 
@@ -168,6 +169,7 @@ class ReadingRule:
     branches: tuple[ReadingRule, ...] = ()
     quorum: float = 1.0
     weights: tuple[float, ...] = ()
+    lead_quorum: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in RULE_KINDS:
@@ -190,6 +192,9 @@ class ReadingRule:
             raise ValueError("a consensus rule reads at least two non-consensus rules")
         if not 0.5 < self.quorum <= 1.0 or (self.quorum != 1.0 and self.kind != "consensus"):
             raise ValueError("only a consensus rule has a quorum, a share in (0.5, 1]")
+        lead_ok = self.kind == "consensus" and 0.5 < self.lead_quorum < self.quorum
+        if self.lead_quorum and not lead_ok:
+            raise ValueError("only a consensus rule has a lead_quorum, a share in (0.5, quorum)")
         if self.weights and (
             self.kind != "consensus"
             or len(self.weights) != len(self.branches)
@@ -246,8 +251,9 @@ class ReadingRule:
         d["invert_words"] = list(self.invert_words)
         if not self.invert_words:
             del d["invert_words"]  # rules without it serialize as before
-        if self.quorum == 1.0:
-            del d["quorum"]  # likewise
+        for k in ("quorum", "lead_quorum"):
+            if getattr(self, k) in (1.0, 0.0):
+                del d[k]  # at their defaults: serialized as before
         d["weights"] = list(self.weights)
         if not self.weights:
             del d["weights"]
@@ -285,6 +291,8 @@ class ReadingRule:
             return f"two-feature rule: {tree_text(self.tree)}; choose the option naming the class"
         if self.kind == "consensus":
             who = "all" if self.quorum == 1.0 else f"at least {self.quorum:.0%}"
+            if self.lead_quorum:
+                who += f" ({self.lead_quorum:.0%} with the first)"
             if self.weights:
                 return f"the option {who} of these name by weight, none otherwise: " + " | ".join(
                     f"{b.describe()} (weight {w:.2f})"

@@ -230,7 +230,14 @@ def _with_branch_rule(b: Branch, rule: ReadingRule, i: int) -> Branch:
         return replace(b, rule=_unprefixed(rule, member_prefix(i, 0)))
     own, *rest = (_unprefixed(r, member_prefix(i, j)) for j, r in enumerate(rule.branches))
     peers = tuple(replace(p, rule=r) for p, r in zip(b.peers, rest, strict=True))
-    return replace(b, rule=own, peers=peers, quorum=rule.quorum, weights=rule.weights)
+    return replace(
+        b,
+        rule=own,
+        peers=peers,
+        quorum=rule.quorum,
+        weights=rule.weights,
+        lead_quorum=rule.lead_quorum,
+    )
 
 
 def _unprefixed(rule: ReadingRule, p: str) -> ReadingRule:

@@ -126,6 +126,7 @@ WINDOW_PARAMS = frozenset(
 #: Parameters that set how a series is prepared before it is measured.
 NORMALIZATION_PARAMS = frozenset({"diff", "detrend", "regression", "model"})
 _SPEC_FAMILIES = ("window", "normalization", "primitive")
+_ALONE: dict[str, Any] = {"peers": (), "quorum": 1.0, "weights": (), "lead_quorum": 0.0}  # no vote
 
 
 def _kw_params(primitive: str) -> dict[str, Any]:
@@ -236,9 +237,7 @@ def spec_moves(
             key=lambda c: (-c.cv, -c.train, own and c.key != b.keys[0], c.spec.describe(c.key))
         )
         for c in cands:
-            nb = replace(
-                b, spec=c.spec, keys=(c.key,), rule=c.rule, peers=(), quorum=1.0, weights=()
-            )
+            nb = replace(b, spec=c.spec, keys=(c.key,), rule=c.rule, **_ALONE)
             branches = (*g.branches[:i], nb, *g.branches[i + 1 :])
             what = f"b{i + 1}: " if g.composite else ""
             yield (

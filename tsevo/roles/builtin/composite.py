@@ -93,6 +93,10 @@ class Branch:
             (0.5, 1] (1: all of them).
         weights: Vote weight of each measurement (its own first, then its peers'); the quorum is
             then a share of their total. Empty: one each. Dropped with peers.
+        lead_quorum: A lower share that suffices where its own measurement names the option, in
+            (0.5, quorum) (0: none; :class:`~tsevo.library.tool.ReadingRule`). Kept when a long
+            composite cuts the vote to unanimous peers (:func:`within`): the lead and one of two
+            peers still answer.
     """
 
     kinds: tuple[str, ...]
@@ -105,6 +109,7 @@ class Branch:
     peers: tuple[Peer, ...] = ()
     quorum: float = 1.0
     weights: tuple[float, ...] = ()
+    lead_quorum: float = 0.0
 
     def describe(self) -> str:
         """The measurement it reads, e.g. ``trend.slope_sigma[window2]`` (peers after ``~``)."""
@@ -127,6 +132,7 @@ class Branch:
             **({"peers": [p.to_dict() for p in self.peers]} if self.peers else {}),
             **({"quorum": self.quorum} if self.quorum != 1.0 else {}),
             **({"weights": list(self.weights)} if self.weights else {}),
+            **({"lead_quorum": self.lead_quorum} if self.lead_quorum else {}),
         }
 
     @classmethod
@@ -143,6 +149,7 @@ class Branch:
             tuple(Peer.from_dict(p) for p in d.get("peers") or ()),
             float(d.get("quorum", 1.0)),
             tuple(float(w) for w in d.get("weights") or ()),
+            float(d.get("lead_quorum", 0.0)),
         )
 
 
@@ -180,6 +187,7 @@ def _branch_sub(b: Branch, i: int) -> ReadingRule:
         confidence=rules[0].confidence,
         quorum=b.quorum,
         weights=b.weights if len(b.weights) == len(rules) else (),
+        lead_quorum=b.lead_quorum if b.lead_quorum < b.quorum else 0.0,
     )
 
 
@@ -374,7 +382,8 @@ def within(
     """The branches, made to fit ``size(...) <= limit`` (the sandbox gate's bound on source).
 
     The last branches (those serving the fewest errors) first keep only their first ``few_peers``
-    peers, all of which must then agree (a smaller vote of the same ties), then lose their peers,
+    peers, all of which must then agree (a smaller vote of the same ties; a branch's
+    ``lead_quorum`` still lets its own measurement and one of them answer), then lose their peers,
     then whole branches go from the end; one branch always stays.
     """
     out = list(branches)

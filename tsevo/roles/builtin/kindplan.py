@@ -96,6 +96,9 @@ class KindPlanSettings:
             with each other; flukes disagree with them and among themselves.
         quorum: Least share of a branch's measurements that must name its option, in (0.5, 1]
             (1: all). 0.7 lets one of three to six, two of seven to nine, disagree or abstain.
+        number_lead_quorum: A branch reading numeric options (a nearest-number rule) also answers
+            where this share of the vote names its own measurement's option (0: the quorum alone):
+            measurements of other quantities rarely land on one number together.
         min_peers: Fewest such peers a kind's rule needs to be served (0: a rule with no equal
             is read alone).
         pool_option_sets: A specific option set alone (labels other than Yes / No, numbers in
@@ -138,6 +141,7 @@ class KindPlanSettings:
     pool_option_sets: bool = True
     peers: int = 8
     quorum: float = 0.7
+    number_lead_quorum: float = 0.55
     min_peers: int = 0
     max_kind_share: float = 0.25
     few_errors: float = 3.0
@@ -154,6 +158,8 @@ class KindPlanSettings:
             raise ValueError(f"stability_noise: {self.stability_noise}, need a finite level >= 0")
         if not 0.0 < self.stability_power < float("inf"):
             raise ValueError(f"stability_power: {self.stability_power}, need a finite power > 0")
+        if self.number_lead_quorum and not 0.5 < self.number_lead_quorum <= 1.0:
+            raise ValueError(f"number_lead_quorum: {self.number_lead_quorum}, need 0 or (0.5, 1]")
 
 
 def _labelled(dossier: Dossier) -> list[Example]:
@@ -178,7 +184,9 @@ def _siblings(
     A partner either shares the option set when that set is specific (any labels but a bare
     Yes / No, True / False or names of series, :func:`~.kinds.generic_shape`: "sine / square /
     sawtooth wave" or "Beginning / Middle / End" is one question, or one reading, however it is
-    worded; numbers in the same unit, "6 seconds / 10 seconds"), or shares a concept word with ``kid``
+    worded; numbers in the same unit, "6 seconds / 10 seconds", where both kinds' concept words, if
+    each has some, point at a shared catalog group: a cycle's period and a level shift's time, both
+    in hours, are two questions), or shares a concept word with ``kid``
     (:func:`~.concepts.concept_stems`). Partners are candidates only: a pooled rule must still
     read this kind's own rows (see :func:`plan_kinds`). ``option_sets`` False: a shared option
     set makes partners only under options that name positions or directions (:mod:`.optsem`),
@@ -193,13 +201,19 @@ def _siblings(
     stems = concept_stems(k.anchor)
     if not stems and not specific:
         return []
+    unit = k.shape.startswith("numeric:") and not generic_shape(k.shape)
+
+    def shares(o: Any) -> bool:
+        theirs = concept_stems(o.anchor)
+        if unit and stems and theirs:
+            # one unit, two quantities ("period" and "shift", in hours): words of one family
+            return bool(groups_for(k.anchor) & groups_for(o.anchor))
+        return specific or bool(stems & theirs)
+
     return sorted(
         o.id
         for o in index.kinds
-        if o.id != kid
-        and o.id in by_kind
-        and o.shape == k.shape
-        and (specific or bool(stems & concept_stems(o.anchor)))
+        if o.id != kid and o.id in by_kind and o.shape == k.shape and shares(o)
     )
 
 
@@ -411,6 +425,9 @@ def plan_kinds(
                 )
                 if ties
                 else (),
+                settings.number_lead_quorum
+                if ties and best.rule.kind == "nearest_number" and settings.quorum < 1.0
+                else 0.0,
             )
         )
         entry["outcome"] = f"branch b{len(branches)}: {branches[-1].describe()} ({source})"
