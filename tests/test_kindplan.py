@@ -216,3 +216,5 @@ def test_numbers_in_one_unit_pool_only_where_the_words_name_one_family_of_measur
     assert kind["vp1"] not in _siblings(index, kind["vs1"], everyone)
     # a kind whose words name no concept keeps the unit alone as its evidence
     assert set(_siblings(index, kind["vu1"], everyone)) == {kind["vp1"], kind["vc1"], kind["vs1"]}
+    # with option sets making no partners, only a shared concept word does, as before
+    assert _siblings(index, kind["vp1"], everyone, option_sets=False) == []

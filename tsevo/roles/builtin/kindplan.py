@@ -201,7 +201,7 @@ def _siblings(
     stems = concept_stems(k.anchor)
     if not stems and not specific:
         return []
-    unit = k.shape.startswith("numeric:") and not generic_shape(k.shape)
+    unit = specific and k.shape.startswith("numeric:")
 
     def shares(o: Any) -> bool:
         theirs = concept_stems(o.anchor)
