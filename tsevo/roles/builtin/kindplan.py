@@ -201,13 +201,13 @@ def _siblings(
     stems = concept_stems(k.anchor)
     if not stems and not specific:
         return []
-    unit = specific and k.shape.startswith("numeric:")
+    unit = specific and bool(stems) and k.shape.startswith("numeric:")
+    family = groups_for(k.anchor) if unit else frozenset()  # a unit's partners: one family of words
 
     def shares(o: Any) -> bool:
         theirs = concept_stems(o.anchor)
-        if unit and stems and theirs:
-            # one unit, two quantities ("period" and "shift", in hours): words of one family
-            return bool(groups_for(k.anchor) & groups_for(o.anchor))
+        if unit and theirs:
+            return bool(family & groups_for(o.anchor))
         return specific or bool(stems & theirs)
 
     return sorted(
