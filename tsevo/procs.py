@@ -37,7 +37,14 @@ def die_with_parent(parent: int) -> None:
 
 
 def forked_pool(workers: int) -> cf.ProcessPoolExecutor:
-    """A process pool on the ``fork`` context whose workers die with this process."""
+    """A process pool on the ``fork`` context whose workers die with this process.
+
+    Raises:
+        RuntimeError: In a daemonic process (a ``multiprocessing`` pool's or a Dask worker's),
+            which may not have children; callers fall back to working in this process.
+    """
+    if mp.current_process().daemon:
+        raise RuntimeError("a daemonic process cannot start a process pool")
     return cf.ProcessPoolExecutor(
         workers,
         mp_context=mp.get_context("fork"),

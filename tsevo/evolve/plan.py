@@ -280,12 +280,36 @@ def coordinate(
     return [WorkGroup(f"g{i}", (c,), c.contract, c.scope) for i, c in enumerate(cards, 1)], log
 
 
-_FORKED_PLANNER: LocalPlanner | None = None
+#: The planner and dossiers a forked planning pool inherits (set only while its pool runs):
+#: workers read them from their copy of the parent's memory, so neither the planner (with its
+#: warm measurement cache, hundreds of megabytes for the builtin one) nor the dossiers are
+#: pickled for each bucket; only a bucket's index goes out and its card comes back.
+_FORKED: tuple[LocalPlanner, Sequence[Dossier]] | None = None
 
 
-def _plan_forked(d: Dossier) -> tuple[str, ContractCard | None, str]:
-    assert _FORKED_PLANNER is not None
-    return _plan_one(_FORKED_PLANNER, d)
+def _plan_forked(i: int) -> tuple[str, ContractCard | None, str]:
+    assert _FORKED is not None
+    planner, dossiers = _FORKED
+    return _plan_one(planner, dossiers[i])
+
+
+def _forked_plans(
+    dossiers: Sequence[Dossier], planner: LocalPlanner, workers: int
+) -> list[tuple[str, ContractCard | None, str]]:
+    """Plan the buckets in forked workers, the largest first (the pool's tail is then short)."""
+    global _FORKED
+    order = sorted(range(len(dossiers)), key=lambda i: -_size(dossiers[i]))
+    _FORKED = (planner, dossiers)
+    try:
+        with forked_pool(workers) as pool:
+            futures = {i: pool.submit(_plan_forked, i) for i in order}
+            return [futures[i].result() for i in range(len(dossiers))]
+    finally:
+        _FORKED = None
+
+
+def _size(d: Dossier) -> int:
+    return len(getattr(d, "support", ())) + len(getattr(d, "background", ()))
 
 
 def _plan_one(planner: LocalPlanner, d: Dossier) -> tuple[str, ContractCard | None, str]:
@@ -312,11 +336,10 @@ def local_plans(
     if workers > 1 and len(dossiers) > 1 and mode in ("process", "thread"):
         try:
             if mode == "process":
-                pool: cf.Executor = forked_pool(workers)
+                results = _forked_plans(dossiers, planner, workers)
             else:
-                pool = cf.ThreadPoolExecutor(workers)
-            with pool:
-                results = list(pool.map(_plan_one, [planner] * len(dossiers), dossiers))
+                with cf.ThreadPoolExecutor(workers) as pool:
+                    results = list(pool.map(_plan_one, [planner] * len(dossiers), dossiers))
         except (OSError, RuntimeError, cf.process.BrokenProcessPool):
             results = [_plan_one(planner, d) for d in dossiers]
     else:

@@ -73,6 +73,10 @@ class MeasurementPlanner:
     """
 
     name = "builtin-measurement-planner"
+    #: Buckets are planned in forked processes (CPU-bound; :func:`tsevo.evolve.plan.local_plans`).
+    #: A bucket's plan reads only its dossier and the cache :meth:`prepare` warmed, so the cards
+    #: are the same in any order; what a worker adds to its copy of the cache is not kept.
+    parallel = "process"
 
     def __init__(
         self,
@@ -102,8 +106,9 @@ class MeasurementPlanner:
     def prepare(self, dossiers: Sequence[Dossier], workers: int = 1) -> int:
         """Warm the measurement cache for every row the dossiers show, in parallel processes.
 
-        Planning itself stays serial (and its result does not depend on ``workers``); only the
-        primitive computations, the bulk of its time, are spread over forked workers. Returns the
+        The primitive computations, the bulk of planning's time, are spread over forked workers
+        here, once for all buckets (the buckets are then planned in workers of their own, which
+        inherit this cache; the result depends on neither). Returns the
         number of (measurement, question) pairs computed.
         """
         qs: dict[str, QuestionView] = {}
