@@ -17,8 +17,12 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-__all__ = ["die_with_parent", "forked_pool"]
+T = TypeVar("T")
+
+__all__ = ["die_with_parent", "forked_map", "forked_pool"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -51,3 +55,41 @@ def forked_pool(workers: int) -> cf.ProcessPoolExecutor:
         initializer=die_with_parent,
         initargs=(os.getpid(),),
     )
+
+
+#: The job forked workers inherit (set only while :func:`forked_map` runs; saved and restored, so a
+#: worker may map a job of its own).
+_JOB: Callable[[int], Any] | None = None
+
+
+def _run_job(i: int) -> Any:
+    assert _JOB is not None
+    return _JOB(i)
+
+
+def forked_map(
+    fn: Callable[[int], T], n: int, workers: int, order: Sequence[int] | None = None
+) -> list[T]:
+    """``[fn(0), ..., fn(n - 1)]``, computed in forked workers that inherit ``fn``.
+
+    Nothing but an index goes to a worker and a result comes back, so ``fn`` may close over large
+    or unpicklable state (a warm cache, a lock). ``order`` is the order the jobs are handed out in
+    (the longest first keeps the pool's tail short); the results are in index order either way.
+    Where a pool cannot start (one job or worker, a daemonic process, no ``fork``), the jobs run
+    here, in index order; an exception from ``fn`` is raised as it would be here.
+    """
+    global _JOB
+    if workers <= 1 or n <= 1:
+        return [fn(i) for i in range(n)]
+    prev, _JOB = _JOB, fn
+    try:
+        pool = forked_pool(workers)
+    except (OSError, RuntimeError):
+        _JOB = prev
+        return [fn(i) for i in range(n)]
+    try:
+        with pool:
+            futures = {i: pool.submit(_run_job, i) for i in (order or range(n))}
+            return [futures[i].result() for i in range(n)]
+    finally:
+        _JOB = prev

@@ -26,7 +26,7 @@ from typing import Any
 from tsevo.agent import AnswerRecord
 from tsevo.data import Question
 from tsevo.library.tool import question_tokens
-from tsevo.procs import forked_pool
+from tsevo.procs import forked_map
 from tsevo.roles.protocols import (
     ContractCard,
     Dossier,
@@ -280,38 +280,6 @@ def coordinate(
     return [WorkGroup(f"g{i}", (c,), c.contract, c.scope) for i, c in enumerate(cards, 1)], log
 
 
-#: The planner and dossiers a forked planning pool inherits (set only while its pool runs):
-#: workers read them from their copy of the parent's memory, so neither the planner (with its
-#: warm measurement cache, hundreds of megabytes for the builtin one) nor the dossiers are
-#: pickled for each bucket; only a bucket's index goes out and its card comes back.
-_FORKED: tuple[LocalPlanner, Sequence[Dossier]] | None = None
-
-
-def _plan_forked(i: int) -> tuple[str, ContractCard | None, str]:
-    assert _FORKED is not None
-    planner, dossiers = _FORKED
-    return _plan_one(planner, dossiers[i])
-
-
-def _forked_plans(
-    dossiers: Sequence[Dossier], planner: LocalPlanner, workers: int
-) -> list[tuple[str, ContractCard | None, str]]:
-    """Plan the buckets in forked workers, the largest first (the pool's tail is then short)."""
-    global _FORKED
-    order = sorted(range(len(dossiers)), key=lambda i: -_size(dossiers[i]))
-    _FORKED = (planner, dossiers)
-    try:
-        with forked_pool(workers) as pool:
-            futures = {i: pool.submit(_plan_forked, i) for i in order}
-            return [futures[i].result() for i in range(len(dossiers))]
-    finally:
-        _FORKED = None
-
-
-def _size(d: Dossier) -> int:
-    return len(getattr(d, "support", ())) + len(getattr(d, "background", ()))
-
-
 def _plan_one(planner: LocalPlanner, d: Dossier) -> tuple[str, ContractCard | None, str]:
     try:
         card = planner.plan(d)
@@ -335,8 +303,11 @@ def local_plans(
     results: list[tuple[str, ContractCard | None, str]]
     if workers > 1 and len(dossiers) > 1 and mode in ("process", "thread"):
         try:
-            if mode == "process":
-                results = _forked_plans(dossiers, planner, workers)
+            if mode == "process":  # workers inherit the planner (its warm cache): nothing pickled
+                order = sorted(range(len(dossiers)), key=lambda i: -_size(dossiers[i]))
+                results = forked_map(
+                    lambda i: _plan_one(planner, dossiers[i]), len(dossiers), workers, order
+                )
             else:
                 with cf.ThreadPoolExecutor(workers) as pool:
                     results = list(pool.map(_plan_one, [planner] * len(dossiers), dossiers))
@@ -352,3 +323,8 @@ def local_plans(
         else:
             cards.append(card)
     return cards, skipped
+
+
+def _size(d: Dossier) -> int:
+    """Rows a bucket's planner reads (the largest buckets are handed out first)."""
+    return len(getattr(d, "support", ())) + len(getattr(d, "background", ()))

@@ -27,9 +27,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tsevo.library.sandbox.limits import SandboxLimits
-from tsevo.library.tool import ReadingRule
+from tsevo.library.tool import Contract, Matcher, ReadingRule, Scope
 
+from ..protocols import ContractCard, Dossier
 from .measure import WINDOW_ARGS, Spec, number_is_float, per_source
+from .specs import MODE_SIGNATURE
 
 #: Most keys in a tool's result (the sandbox's default bound).
 MAX_OUTPUTS = SandboxLimits().max_outputs
@@ -38,6 +40,7 @@ __all__ = [
     "Branch",
     "Peer",
     "branch_rule",
+    "composite_card",
     "composite_doc",
     "composite_measurement",
     "composite_source",
@@ -396,3 +399,54 @@ def within(
     while len(out) > 1 and size(out) > limit:
         out.pop()
     return out
+
+
+def composite_card(
+    dossier: Dossier, branches: Sequence[Branch], report: dict[str, Any]
+) -> ContractCard:
+    """The contract card of a composite tool serving ``branches``."""
+    tasks = tuple(sorted({e.question.task for e in dossier.support}))
+    sig: list[str] = []
+    for m in (m for b in branches for m in b.members()):
+        for s in MODE_SIGNATURE[m.spec.mode]:
+            if s not in sig:
+                sig.append(s)
+    kinds = tuple(Matcher(require=b.require, forbid=b.forbid) for b in branches)
+    scope = Scope(
+        tasks=tasks,
+        evidence=tuple(sorted({m.spec.primitive for b in branches for m in b.members()})),
+        arity="any",
+        options_kind="any",
+        kinds=kinds,
+    )
+    measurement = composite_measurement(branches)
+    rule = branch_rule(branches)
+    contract = Contract(
+        measurement=measurement,
+        signature=tuple(sig),
+        success_criterion=(
+            f"each of {len(branches)} question kinds is read by its own measurement and rule "
+            "(cross-validated on its train rows) and repairs held-out bucket errors"
+        ),
+    )
+    return ContractCard(
+        bucket_id=dossier.bucket_id,
+        action="create",
+        artifact_kind="tool",
+        target_tool="",
+        failure_type="missing_measurement" if dossier.side == "no_tool" else "misread_evidence",
+        root_cause=(
+            f"the bucket mixes {len(report)} question kinds; the agent answers every one from a "
+            "global summary"
+        ),
+        focus="one branch per question kind: " + measurement,
+        contract=contract,
+        scope=scope,
+        plan={
+            "composite": True,
+            "rule_kind": "branches",
+            "branches": [b.to_dict() for b in branches],
+            "rule": rule.to_dict(),
+            "kinds": report,
+        },
+    )

@@ -31,18 +31,21 @@ from typing import Any, Protocol
 
 from tsevo.data import QuestionView
 from tsevo.library.reading import apply_rule
-from tsevo.library.tool import Contract, Matcher, Scope
+from tsevo.procs import forked_map
 
-from ..protocols import ContractCard, Dossier, Example
-from .composite import Branch, Peer, branch_rule, composite_measurement
+from ..protocols import Dossier, Example
+from .composite import Branch, Peer
 from .concepts import concept_stems, groups_for
 from .kinds import KindIndex, generic_shape, median_kind_size
 from .measure import SpecCache
 from .optsem import option_semantics, semantic_rank, yes_no
-from .specs import MODE_SIGNATURE
 from .stability import stability
 
-__all__ = ["KindPlanSettings", "composite_card", "plan_kinds", "support_request"]
+__all__ = ["FORK_KINDS", "KindPlanSettings", "plan_kinds", "support_request"]
+
+#: Fewest kinds a bucket must hold for their searches to be spread over forked workers (a fork
+#: costs about as much as one kind's search).
+FORK_KINDS = 8
 
 
 class _Ranker(Protocol):
@@ -316,11 +319,14 @@ def plan_kinds(
     dossier: Dossier,
     settings: KindPlanSettings = KindPlanSettings(),
     kinds: Callable[[Iterable[QuestionView]], KindIndex] = KindIndex,
+    workers: int = 1,
 ) -> tuple[list[Branch], dict[str, Any]]:
     """Branches for the bucket's kinds, and a report of every kind considered (JSON-friendly).
 
     ``kinds`` indexes the dossier's questions by kind: recovered from wording (the default), or
-    given, for a diagnostic (:meth:`~.kinds.KindIndex.from_groups`).
+    given, for a diagnostic (:meth:`~.kinds.KindIndex.from_groups`). ``workers`` > 1 searches the
+    kinds in forked processes (a kind's search reads only its rows and the ranker's cache: the
+    result is the same).
     """
     rows = _labelled(dossier)
     index = kinds(e.question for e in rows)
@@ -337,103 +343,123 @@ def plan_kinds(
     if not err_kinds or max(err_kinds.values()) > settings.max_kind_share * len(dossier.support):
         # one kind dominates the bucket's errors: one measurement per bucket, focused on it
         return branches, report
-    for kid in sorted(err_kinds, key=lambda k: (-err_kinds[k], k)):
-        ex = by_kind.get(kid, [])
-        kind = index.by_id[kid]
-        current = sum(bool(getattr(e.record, "correct", False)) for e in ex)
-        sibs = (
-            _siblings(index, kid, by_kind, settings.pool_option_sets, settings.option_rules)
-            if settings.pool
-            else []
-        )
-        pooled = [*ex, *(e for s in sibs for e in by_kind[s])]
-        entry: dict[str, Any] = {
-            "template": kind.describe(),
-            "rows": len(ex),
-            "errors": err_kinds[kid],
-            "current_correct": current,
-        }
-        if sibs:
-            entry["pooled_with"] = sibs
-            entry["pooled_rows"] = len(pooled)
+    kids = sorted(err_kinds, key=lambda k: (-err_kinds[k], k))
+
+    def one(i: int) -> tuple[dict[str, Any], Branch | None]:
+        return _plan_kind(ranker, index, kids[i], by_kind, err_kinds[kids[i]], settings)
+
+    many = workers > 1 and len(kids) >= FORK_KINDS
+    results = iter(forked_map(one, len(kids), workers)) if many else map(one, range(len(kids)))
+    for kid, (entry, branch) in zip(kids, results, strict=False):
         report[kid] = entry
-        if len(pooled) < settings.min_rows:
-            entry["outcome"] = "too few rows"
+        if branch is None:
             continue
-        own = (
-            _search(ranker, ex, kind.anchor, settings, entry)
-            if len(ex) >= settings.min_rows
-            else None
+        branches.append(branch)
+        entry["outcome"] = (
+            f"branch b{len(branches)}: {branch.describe()} ({branch.stats['source']})"
         )
-        chosen = own
-        if sibs:
-            pool_words = kind.anchor.union(*(index.by_id[s].anchor for s in sibs))
-            shared = _search(ranker, pooled, pool_words, settings, entry, tag="pooled")
-            if shared is not None:
-                own_acc = _accuracy(ranker, shared[0], ex)
-                # shrinkage toward the pooled rule: it reads this kind's own rows at least as well
-                # as the kind's own best rule does out of sample
-                if own is None or own_acc >= own[0].cv_acc - 1e-9:
-                    chosen = (shared[0], shared[1] + "+pooled", shared[2])
-                    entry["pooled_own_acc"] = round(own_acc, 4)
-        if chosen is None:
-            entry["outcome"] = "no rule clears the bar"
-            continue
-        best, source, ties = chosen
-        if not (
-            settings.yes_no_learned
-            or source.startswith("tests")
-            or yes_no(ex[0].question.options) is None
-        ):
-            entry["outcome"] = "a Yes / No kind read by a learned rule (yes_no_learned off)"
-            continue
-        if len(ties) < settings.min_peers:
-            entry["outcome"] = (
-                f"{len(ties)} measurements read the rows as well, fewer than {settings.min_peers}"
-            )
-            continue
-        # own rule: its out-of-sample accuracy; pooled rule: how it reads the kind's rows
-        acc = _accuracy(ranker, best, ex) if source.endswith("+pooled") else best.cv_acc
-        recovered = round(acc * len(ex))
-        if recovered - current < settings.min_gain:
-            entry["outcome"] = f"recovers {recovered} of {len(ex)} rows, the agent {current}"
-            continue
-        require, forbid = index.dispatch(kid)
-        branches.append(
-            Branch(
-                (kid,),
-                require,
-                forbid,
-                best.spec,
-                (best.key,),
-                best.rule,
-                {
-                    "rows": len(ex),
-                    "pooled_rows": len(pooled) if source.endswith("+pooled") else len(ex),
-                    "cv_acc": round(best.cv_acc, 4),
-                    "current_correct": current,
-                    "source": source,
-                    "template": kind.describe(),
-                },
-                tuple(Peer(t.spec, (t.key,), t.rule) for t in ties),
-                settings.quorum if ties else 1.0,
-                _weights(
-                    ranker.cache,
-                    [best, *ties],
-                    pooled if source.endswith("+pooled") else ex,
-                    settings,
-                )
-                if ties
-                else (),
-                settings.number_lead_quorum
-                if ties and best.rule.kind == "nearest_number" and settings.quorum < 1.0
-                else 0.0,
-            )
-        )
-        entry["outcome"] = f"branch b{len(branches)}: {branches[-1].describe()} ({source})"
         if len(branches) >= settings.max_branches:
             break
     return branches, report
+
+
+def _plan_kind(
+    ranker: _Ranker,
+    index: KindIndex,
+    kid: str,
+    by_kind: Mapping[str, Sequence[Example]],
+    errors: int,
+    settings: KindPlanSettings,
+) -> tuple[dict[str, Any], Branch | None]:
+    """One kind's search: its report entry, and its branch where it is served."""
+    ex = by_kind.get(kid, [])
+    kind = index.by_id[kid]
+    current = sum(bool(getattr(e.record, "correct", False)) for e in ex)
+    sibs = (
+        _siblings(index, kid, by_kind, settings.pool_option_sets, settings.option_rules)
+        if settings.pool
+        else []
+    )
+    pooled = [*ex, *(e for s in sibs for e in by_kind[s])]
+    entry: dict[str, Any] = {
+        "template": kind.describe(),
+        "rows": len(ex),
+        "errors": errors,
+        "current_correct": current,
+    }
+    if sibs:
+        entry["pooled_with"] = sibs
+        entry["pooled_rows"] = len(pooled)
+    if len(pooled) < settings.min_rows:
+        entry["outcome"] = "too few rows"
+        return entry, None
+    own = (
+        _search(ranker, ex, kind.anchor, settings, entry) if len(ex) >= settings.min_rows else None
+    )
+    chosen = own
+    if sibs:
+        pool_words = kind.anchor.union(*(index.by_id[s].anchor for s in sibs))
+        shared = _search(ranker, pooled, pool_words, settings, entry, tag="pooled")
+        if shared is not None:
+            own_acc = _accuracy(ranker, shared[0], ex)
+            # shrinkage toward the pooled rule: it reads this kind's own rows at least as well
+            # as the kind's own best rule does out of sample
+            if own is None or own_acc >= own[0].cv_acc - 1e-9:
+                chosen = (shared[0], shared[1] + "+pooled", shared[2])
+                entry["pooled_own_acc"] = round(own_acc, 4)
+    if chosen is None:
+        entry["outcome"] = "no rule clears the bar"
+        return entry, None
+    best, source, ties = chosen
+    if not (
+        settings.yes_no_learned
+        or source.startswith("tests")
+        or yes_no(ex[0].question.options) is None
+    ):
+        entry["outcome"] = "a Yes / No kind read by a learned rule (yes_no_learned off)"
+        return entry, None
+    if len(ties) < settings.min_peers:
+        entry["outcome"] = (
+            f"{len(ties)} measurements read the rows as well, fewer than {settings.min_peers}"
+        )
+        return entry, None
+    # own rule: its out-of-sample accuracy; pooled rule: how it reads the kind's rows
+    acc = _accuracy(ranker, best, ex) if source.endswith("+pooled") else best.cv_acc
+    recovered = round(acc * len(ex))
+    if recovered - current < settings.min_gain:
+        entry["outcome"] = f"recovers {recovered} of {len(ex)} rows, the agent {current}"
+        return entry, None
+    require, forbid = index.dispatch(kid)
+    branch = Branch(
+        (kid,),
+        require,
+        forbid,
+        best.spec,
+        (best.key,),
+        best.rule,
+        {
+            "rows": len(ex),
+            "pooled_rows": len(pooled) if source.endswith("+pooled") else len(ex),
+            "cv_acc": round(best.cv_acc, 4),
+            "current_correct": current,
+            "source": source,
+            "template": kind.describe(),
+        },
+        tuple(Peer(t.spec, (t.key,), t.rule) for t in ties),
+        settings.quorum if ties else 1.0,
+        _weights(
+            ranker.cache,
+            [best, *ties],
+            pooled if source.endswith("+pooled") else ex,
+            settings,
+        )
+        if ties
+        else (),
+        settings.number_lead_quorum
+        if ties and best.rule.kind == "nearest_number" and settings.quorum < 1.0
+        else 0.0,
+    )
+    return entry, branch
 
 
 def _weights(
@@ -447,54 +473,3 @@ def _weights(
     )
     out = tuple(s**settings.stability_power for s in shares)
     return out if sum(out) > 0 else ()
-
-
-def composite_card(
-    dossier: Dossier, branches: Sequence[Branch], report: dict[str, Any]
-) -> ContractCard:
-    """The contract card of a composite tool serving ``branches``."""
-    tasks = tuple(sorted({e.question.task for e in dossier.support}))
-    sig: list[str] = []
-    for m in (m for b in branches for m in b.members()):
-        for s in MODE_SIGNATURE[m.spec.mode]:
-            if s not in sig:
-                sig.append(s)
-    kinds = tuple(Matcher(require=b.require, forbid=b.forbid) for b in branches)
-    scope = Scope(
-        tasks=tasks,
-        evidence=tuple(sorted({m.spec.primitive for b in branches for m in b.members()})),
-        arity="any",
-        options_kind="any",
-        kinds=kinds,
-    )
-    measurement = composite_measurement(branches)
-    rule = branch_rule(branches)
-    contract = Contract(
-        measurement=measurement,
-        signature=tuple(sig),
-        success_criterion=(
-            f"each of {len(branches)} question kinds is read by its own measurement and rule "
-            "(cross-validated on its train rows) and repairs held-out bucket errors"
-        ),
-    )
-    return ContractCard(
-        bucket_id=dossier.bucket_id,
-        action="create",
-        artifact_kind="tool",
-        target_tool="",
-        failure_type="missing_measurement" if dossier.side == "no_tool" else "misread_evidence",
-        root_cause=(
-            f"the bucket mixes {len(report)} question kinds; the agent answers every one from a "
-            "global summary"
-        ),
-        focus="one branch per question kind: " + measurement,
-        contract=contract,
-        scope=scope,
-        plan={
-            "composite": True,
-            "rule_kind": "branches",
-            "branches": [b.to_dict() for b in branches],
-            "rule": rule.to_dict(),
-            "kinds": report,
-        },
-    )

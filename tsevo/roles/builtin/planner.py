@@ -31,8 +31,9 @@ from tsevo.library.tool import Contract, Scope, question_tokens
 from tsevo.procs import forked_pool
 
 from ..protocols import ContractCard, Dossier, Example
+from .composite import composite_card
 from .concepts import relevance
-from .kindplan import KindPlanSettings, composite_card, plan_kinds, support_request
+from .kindplan import KindPlanSettings, plan_kinds, support_request
 from .lifecycle import coded_prior, lifecycle_card
 from .measure import RankedMeasurement, Spec, SpecCache
 from .rules import Row, cross_validate, fit_rule, separation, train_accuracy, tune_margin
@@ -75,8 +76,11 @@ class MeasurementPlanner:
     name = "builtin-measurement-planner"
     #: Buckets are planned in forked processes (CPU-bound; :func:`tsevo.evolve.plan.local_plans`).
     #: A bucket's plan reads only its dossier and the cache :meth:`prepare` warmed, so the cards
-    #: are the same in any order; what a worker adds to its copy of the cache is not kept.
+    #: are the same in any order; what a worker adds to its copy of the cache is not kept. The
+    #: kinds of a bucket that mixes many are searched in forked processes too (``workers``, set by
+    #: :meth:`prepare`: a round's ``plan_workers``), so one large bucket does not plan on one core.
     parallel = "process"
+    workers = 1
 
     def __init__(
         self,
@@ -108,9 +112,11 @@ class MeasurementPlanner:
 
         The primitive computations, the bulk of planning's time, are spread over forked workers
         here, once for all buckets (the buckets are then planned in workers of their own, which
-        inherit this cache; the result depends on neither). Returns the
-        number of (measurement, question) pairs computed.
+        inherit this cache; the result depends on neither), and ``workers`` is kept for the kind
+        searches of a bucket that mixes many (:func:`.kindplan.plan_kinds`). Returns the number of
+        (measurement, question) pairs computed.
         """
+        self.workers = max(1, workers)
         qs: dict[str, QuestionView] = {}
         for d in dossiers:
             for e in (*d.support, *d.background):
@@ -390,7 +396,7 @@ class MeasurementPlanner:
             if card is not None:
                 return card
         if self.kinds is not None:
-            branches, report = plan_kinds(self, dossier, self.kinds)
+            branches, report = plan_kinds(self, dossier, self.kinds, workers=self.workers)
             if branches and len(report) >= 2:
                 return composite_card(dossier, branches, report)
         seen: set[str] = set()
