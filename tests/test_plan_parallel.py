@@ -14,7 +14,6 @@ from tsevo.data import Question, QuestionView
 from tsevo.evolve.plan import local_plans
 from tsevo.procs import forked_map
 from tsevo.roles.builtin import MeasurementPlanner
-from tsevo.roles.builtin.kindplan import FORK_KINDS, KindPlanSettings, plan_kinds
 from tsevo.roles.protocols import Dossier, Example
 
 
@@ -98,49 +97,6 @@ def test_a_daemonic_process_plans_in_itself(tmp_path: Path) -> None:
     p.start()
     p.join(120)
     assert p.exitcode == 0 and int(out.read_text()) >= 2
-
-
-_PHRASINGS = (
-    "Is the trend of X upward or downward?",
-    "Does X drift upward or downward over time?",
-    "Which way does the level of X move, upward or downward?",
-    "Over the whole record, is X heading upward or downward?",
-    "Would you say X climbs upward or sinks downward?",
-    "Is the noise in X weak or strong?",
-    "How strong is the random noise riding on X, weak or strong?",
-    "Judging by its jitter, is the noise of X weak or strong?",
-    "Are the fluctuations around the wave in X weak or strong?",
-)
-
-
-class _PidRanker(MeasurementPlanner):
-    """Writes the process that ranked each kind's rows."""
-
-    def __init__(self, log: Path) -> None:
-        super().__init__()
-        self.log = log
-
-    def rank(self, *a, **k):  # type: ignore[no-untyped-def]
-        with self.log.open("a") as fh:
-            fh.write(f"{os.getpid()}\n")
-        return super().rank(*a, **k)
-
-
-def test_a_bucket_of_many_kinds_searches_them_in_forked_workers(tmp_path: Path) -> None:
-    rows = tuple(
-        _example(f"k{k}-{i}", "trend" if "upward" in text else "noise", 1000 * k + i, text)
-        for k, text in enumerate(_PHRASINGS)
-        for i in range(3)
-    )
-    dossier = Dossier("no_tool.c1", "no_tool", "t", "", rows, ())
-    settings = KindPlanSettings(yes_no_learned=True)
-    serial = plan_kinds(MeasurementPlanner(), dossier, settings)
-    assert len(serial[1]) >= FORK_KINDS and len(serial[0]) >= 2  # kinds searched, some served
-    log = tmp_path / "pids"
-    forked = plan_kinds(_PidRanker(log), dossier, settings, workers=2)
-    assert forked == serial  # the same branches and the same report, in the same order
-    pids = {int(x) for x in log.read_text().split()}
-    assert os.getpid() not in pids and len(pids) == 2
 
 
 def test_forked_map_keeps_index_order_and_nests() -> None:

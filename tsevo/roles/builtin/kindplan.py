@@ -31,7 +31,6 @@ from typing import Any, Protocol
 
 from tsevo.data import QuestionView
 from tsevo.library.reading import apply_rule
-from tsevo.procs import forked_map
 
 from ..protocols import Dossier, Example
 from .composite import Branch, Peer
@@ -41,11 +40,7 @@ from .measure import SpecCache
 from .optsem import option_semantics, semantic_rank, yes_no
 from .stability import stability
 
-__all__ = ["FORK_KINDS", "KindPlanSettings", "plan_kinds", "support_request"]
-
-#: Fewest kinds a bucket must hold for their searches to be spread over forked workers (a fork
-#: costs about as much as one kind's search).
-FORK_KINDS = 8
+__all__ = ["KindPlanSettings", "plan_kinds", "support_request"]
 
 
 class _Ranker(Protocol):
@@ -319,14 +314,11 @@ def plan_kinds(
     dossier: Dossier,
     settings: KindPlanSettings = KindPlanSettings(),
     kinds: Callable[[Iterable[QuestionView]], KindIndex] = KindIndex,
-    workers: int = 1,
 ) -> tuple[list[Branch], dict[str, Any]]:
     """Branches for the bucket's kinds, and a report of every kind considered (JSON-friendly).
 
     ``kinds`` indexes the dossier's questions by kind: recovered from wording (the default), or
-    given, for a diagnostic (:meth:`~.kinds.KindIndex.from_groups`). ``workers`` > 1 searches the
-    kinds in forked processes (a kind's search reads only its rows and the ranker's cache: the
-    result is the same).
+    given, for a diagnostic (:meth:`~.kinds.KindIndex.from_groups`).
     """
     rows = _labelled(dossier)
     index = kinds(e.question for e in rows)
@@ -343,14 +335,8 @@ def plan_kinds(
     if not err_kinds or max(err_kinds.values()) > settings.max_kind_share * len(dossier.support):
         # one kind dominates the bucket's errors: one measurement per bucket, focused on it
         return branches, report
-    kids = sorted(err_kinds, key=lambda k: (-err_kinds[k], k))
-
-    def one(i: int) -> tuple[dict[str, Any], Branch | None]:
-        return _plan_kind(ranker, index, kids[i], by_kind, err_kinds[kids[i]], settings)
-
-    many = workers > 1 and len(kids) >= FORK_KINDS
-    results = iter(forked_map(one, len(kids), workers)) if many else map(one, range(len(kids)))
-    for kid, (entry, branch) in zip(kids, results, strict=False):
+    for kid in sorted(err_kinds, key=lambda k: (-err_kinds[k], k)):
+        entry, branch = _plan_kind(ranker, index, kid, by_kind, err_kinds[kid], settings)
         report[kid] = entry
         if branch is None:
             continue

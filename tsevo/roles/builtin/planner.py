@@ -76,11 +76,8 @@ class MeasurementPlanner:
     name = "builtin-measurement-planner"
     #: Buckets are planned in forked processes (CPU-bound; :func:`tsevo.evolve.plan.local_plans`).
     #: A bucket's plan reads only its dossier and the cache :meth:`prepare` warmed, so the cards
-    #: are the same in any order; what a worker adds to its copy of the cache is not kept. The
-    #: kinds of a bucket that mixes many are searched in forked processes too (``workers``, set by
-    #: :meth:`prepare`: a round's ``plan_workers``), so one large bucket does not plan on one core.
+    #: are the same in any order; what a worker adds to its copy of the cache is not kept.
     parallel = "process"
-    workers = 1
 
     def __init__(
         self,
@@ -112,11 +109,9 @@ class MeasurementPlanner:
 
         The primitive computations, the bulk of planning's time, are spread over forked workers
         here, once for all buckets (the buckets are then planned in workers of their own, which
-        inherit this cache; the result depends on neither), and ``workers`` is kept for the kind
-        searches of a bucket that mixes many (:func:`.kindplan.plan_kinds`). Returns the number of
-        (measurement, question) pairs computed.
+        inherit this cache; the result depends on neither). Returns the number of (measurement,
+        question) pairs computed.
         """
-        self.workers = max(1, workers)
         qs: dict[str, QuestionView] = {}
         for d in dossiers:
             for e in (*d.support, *d.background):
@@ -396,7 +391,7 @@ class MeasurementPlanner:
             if card is not None:
                 return card
         if self.kinds is not None:
-            branches, report = plan_kinds(self, dossier, self.kinds, workers=self.workers)
+            branches, report = plan_kinds(self, dossier, self.kinds)
             if branches and len(report) >= 2:
                 return composite_card(dossier, branches, report)
         seen: set[str] = set()
