@@ -28,7 +28,7 @@ from sklearn.tree import DecisionTreeClassifier
 from tsevo.data import QuestionView
 from tsevo.library.primitives import CATALOG
 from tsevo.library.tool import Contract, Scope, question_tokens
-from tsevo.procs import forked_pool
+from tsevo.procs import forked_map
 
 from ..protocols import ContractCard, Dossier, Example
 from .composite import composite_card
@@ -130,11 +130,10 @@ class MeasurementPlanner:
             return len(todo)
 
         chunks = [todo[i::workers] for i in range(workers)]
-        try:
-            with forked_pool(workers) as pool:
-                for part in pool.map(compute_pairs, chunks):
-                    for (spec, fp), vals in part:
-                        self.cache.data[(spec, fp)] = vals
+        try:  # workers inherit the rows (forked_map): only the values come back
+            for part in forked_map(lambda i: compute_pairs(chunks[i]), workers, workers):
+                for (spec, fp), vals in part:
+                    self.cache.data[(spec, fp)] = vals
         except (OSError, RuntimeError, cf.process.BrokenProcessPool):
             for spec, q in todo:
                 self.cache.get(spec, q)
