@@ -66,26 +66,109 @@ def _moving(a: FloatArray, w: int) -> list[FloatArray]:
     return [valid, trailing, same]
 
 
-def _shift(a: FloatArray, b: FloatArray, max_shift: int) -> tuple[float, int]:
+class _Work:
+    """Residuals of one (a, b) pair that every grid variant reads.
+
+    The transforms without a searched parameter, and the moving-average windows and shifts
+    searched so far (extended on demand, never recomputed).
+    """
+
+    def __init__(self, x: FloatArray, y: FloatArray) -> None:
+        self.x, self.y = x.copy(), y.copy()  # the caller may reuse its arrays
+        self.fixed: dict[str, float] | None = None
+        self.ma: list[float] = []  # window w = 2 + i
+        self.shift: list[tuple[float, float]] = []  # shift k = 1 + i: (b lags a, b leads a)
+
+    def ma_upto(self, w_max: int) -> list[float]:
+        for w in range(2 + len(self.ma), w_max + 1):
+            self.ma.append(_res(_moving(self.x, w), self.y))
+        return self.ma[: max(0, w_max - 1)]
+
+    def shift_upto(self, k_max: int) -> list[tuple[float, float]]:
+        a, b, n = self.x, self.y, self.x.size
+        for k in range(1 + len(self.shift), k_max + 1):
+            pair = []
+            for sgn in (1, -1):
+                if b.size == n:
+                    cand = (a[:-k], b[k:]) if sgn > 0 else (a[k:], b[:-k])
+                    r = _res([cand[0]], cand[1])
+                elif b.size == n - k:
+                    r = _res([a[:-k] if sgn > 0 else a[k:]], b)
+                else:
+                    r = CAP
+                rolled = _res([np.roll(a, sgn * k)], b) if b.size == n else CAP
+                pair.append(min(r, rolled))
+            self.shift.append((pair[0], pair[1]))
+        return self.shift[:k_max]
+
+
+_MEMO: dict[tuple[bytes, bytes], _Work] = {}
+_MEMO_SIZE = 8
+
+
+def _work(x: FloatArray, y: FloatArray) -> _Work:
+    """The pair's shared residuals; the grid's variants of one pair usually run back to back."""
+    key = (x.tobytes(), y.tobytes())
+    hit = _MEMO.get(key)
+    if hit is None:
+        if len(_MEMO) >= _MEMO_SIZE:
+            del _MEMO[next(iter(_MEMO))]
+        hit = _MEMO[key] = _Work(x, y)
+    return hit
+
+
+def _shift(
+    a: FloatArray, b: FloatArray, max_shift: int, work: _Work | None = None
+) -> tuple[float, int]:
     """Best residual over shifts 1..max_shift either way, compared on the overlap only."""
     best, best_k = CAP, 0
     n = a.size
-    for k in range(1, max_shift + 1):
-        if n - k < 4:
-            break
-        for sgn in (1, -1):
-            if b.size == n:
-                cand = (a[:-k], b[k:]) if sgn > 0 else (a[k:], b[:-k])
-                r = _res([cand[0]], cand[1])
-            elif b.size == n - k:
-                r = _res([a[:-k] if sgn > 0 else a[k:]], b)
-            else:
-                r = CAP
-            rolled = _res([np.roll(a, sgn * k)], b) if b.size == n else CAP
-            r = min(r, rolled)
+    work = work if work is not None else _Work(a, b)
+    for i, rs in enumerate(work.shift_upto(max(0, min(max_shift, n - 4)))):
+        for sgn, r in zip((1, -1), rs, strict=True):
             if r < best:
-                best, best_k = r, sgn * k
+                best, best_k = r, sgn * (i + 1)
     return best, best_k
+
+
+def _fixed(x: FloatArray, y: FloatArray) -> dict[str, float]:
+    """Residuals of the transforms that take no searched parameter."""
+    n = x.size
+    res: dict[str, float] = {}
+    res["identity"] = _res([x], y)
+    res["diff"] = _res([np.diff(x)], y)
+    res["cumsum"] = _res([np.cumsum(x)], y)
+    sd = float(np.std(x))
+    rng = float(np.ptp(x))
+    if sd > 0:
+        zs = [(x - x.mean()) / sd, (x - x.mean()) / float(np.std(x, ddof=1))]
+        res["zscore"] = _res(zs, y)
+    else:
+        res["zscore"] = CAP
+    if rng > 0:
+        mm = (x - x.min()) / rng
+        res["minmax"] = _res([mm, 2.0 * mm - 1.0], y)
+    else:
+        res["minmax"] = CAP
+    logs = [np.log(x - x.min() + 1.0)]
+    if x.min() > 0:
+        logs.append(np.log(x))
+    if x.min() > -1:
+        logs.append(np.log1p(x))
+    res["log"] = _res(logs, y)
+    res["fft_abs"] = _res([np.abs(np.fft.rfft(x)), np.abs(np.fft.fft(x))], y, fit_scale=True)
+    ap, de = haar_step(x)
+    if n % 2 == 1:
+        last = x[-1] * np.sqrt(2.0)
+        ap_c = [ap, np.concatenate((ap, [last]))]
+        de_c = [de, np.concatenate((de, [0.0]))]
+    else:
+        ap_c, de_c = [ap], [de]
+    res["haar_approx"] = _res(ap_c, y, fit_scale=True)
+    res["haar_detail"] = _res(de_c, y, fit_scale=True)
+    res["reverse"] = _res([x[::-1]], y)
+    res["negate"] = _res([-x], y)
+    return res
 
 
 @primitive(
@@ -131,47 +214,16 @@ def transform_signature(a: Any, b: Any, *, max_window: int = 20, max_shift: int 
     if not (2 <= int(max_window) <= 200 and 1 <= int(max_shift) <= 500):
         return None
     n = x.size
-    res: dict[str, float] = {}
-    res["identity"] = _res([x], y)
-    res["diff"] = _res([np.diff(x)], y)
-    res["cumsum"] = _res([np.cumsum(x)], y)
+    work = _work(x, y)
+    if work.fixed is None:
+        work.fixed = _fixed(x, y)
+    res = dict(work.fixed)
     best_ma, best_w = CAP, 0
-    for w in range(2, min(int(max_window), n // 2) + 1):
-        r = _res(_moving(x, w), y)
+    for i, r in enumerate(work.ma_upto(min(int(max_window), n // 2))):
         if r < best_ma:
-            best_ma, best_w = r, w
+            best_ma, best_w = r, i + 2
     res["moving_average"] = best_ma
-    sd = float(np.std(x))
-    rng = float(np.ptp(x))
-    if sd > 0:
-        zs = [(x - x.mean()) / sd, (x - x.mean()) / float(np.std(x, ddof=1))]
-        res["zscore"] = _res(zs, y)
-    else:
-        res["zscore"] = CAP
-    if rng > 0:
-        mm = (x - x.min()) / rng
-        res["minmax"] = _res([mm, 2.0 * mm - 1.0], y)
-    else:
-        res["minmax"] = CAP
-    logs = [np.log(x - x.min() + 1.0)]
-    if x.min() > 0:
-        logs.append(np.log(x))
-    if x.min() > -1:
-        logs.append(np.log1p(x))
-    res["log"] = _res(logs, y)
-    res["fft_abs"] = _res([np.abs(np.fft.rfft(x)), np.abs(np.fft.fft(x))], y, fit_scale=True)
-    ap, de = haar_step(x)
-    if n % 2 == 1:
-        last = x[-1] * np.sqrt(2.0)
-        ap_c = [ap, np.concatenate((ap, [last]))]
-        de_c = [de, np.concatenate((de, [0.0]))]
-    else:
-        ap_c, de_c = [ap], [de]
-    res["haar_approx"] = _res(ap_c, y, fit_scale=True)
-    res["haar_detail"] = _res(de_c, y, fit_scale=True)
-    res["reverse"] = _res([x[::-1]], y)
-    res["shift"], shift_k = _shift(x, y, min(int(max_shift), n - 4))
-    res["negate"] = _res([-x], y)
+    res["shift"], shift_k = _shift(x, y, int(max_shift), work)
     vals = np.array([min(res[t], CAP) for t in TRANSFORMS])
     order = np.argsort(vals, kind="stable")
     out: dict[str, Any] = {f"res_{t}": float(v) for t, v in zip(TRANSFORMS, vals, strict=True)}

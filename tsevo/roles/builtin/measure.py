@@ -122,6 +122,23 @@ class Spec:
         """Parameters as a dict."""
         return dict(self.params)
 
+    @property
+    def computes(self) -> tuple[Any, ...]:
+        """What the primitive is called with: specs equal here measure the same values.
+
+        The parameters are spelled out with the primitive's own defaults, each by type and repr
+        (``1`` samples and ``1.0`` of the length differ), so a grid variant at the default value
+        and the spec without parameters share one computation.
+        """
+        typed = tuple((k, type(v).__name__, repr(v)) for k, v in self.params)
+        return (
+            self.primitive,
+            self.mode,
+            _spelled_out(self.primitive, typed),
+            self.per,
+            self.per_len,
+        )
+
     def describe(self, key: str = "") -> str:
         """Human-readable name, e.g. ``window_compare.level_gap_sigma[window4]``."""
         p = ",".join(f"{k}={v}" for k, v in self.params)
@@ -334,16 +351,47 @@ class SpecCache:
 
     def __init__(self) -> None:
         self.data: dict[tuple[Spec, str], dict[str, float] | None] = {}
+        # by what is computed (Spec.computes): a spec at its primitive's defaults reuses the values
+        self.computed: dict[tuple[tuple[Any, ...], str], dict[str, float] | None] = {}
+
+    def put(self, spec: Spec, fingerprint: str, vals: dict[str, float] | None) -> None:
+        """Store values measured elsewhere (a worker process) for ``spec`` on one question."""
+        self.data[(spec, fingerprint)] = vals
+        self.computed.setdefault((spec.computes, fingerprint), None if vals is None else dict(vals))
 
     def get(self, spec: Spec, q: QuestionView) -> dict[str, float] | None:
         """Cached :func:`spec_values` (a measurement read per a number reuses the plain one)."""
         key = (spec, q.fingerprint)
         if key not in self.data:
-            if spec.per is not None:
-                self.data[key] = _per(spec, q, self.get(spec.unscaled, q))
+            same = (spec.computes, q.fingerprint)
+            if same in self.computed:
+                vals = self.computed[same]
+                self.data[key] = None if vals is None else dict(vals)
+            elif spec.per is not None:
+                self.put(spec, q.fingerprint, _per(spec, q, self.get(spec.unscaled, q)))
             else:
-                self.data[key] = spec_values(spec, q)
+                self.put(spec, q.fingerprint, spec_values(spec, q))
         return self.data[key]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _defaults(primitive: str) -> tuple[tuple[str, Any], ...]:
+    ps = CATALOG.get(primitive)
+    try:
+        sig = inspect.signature(ps.fn).parameters if ps is not None else {}
+    except (TypeError, ValueError):
+        return ()
+    return tuple((k, p.default) for k, p in sig.items() if p.default is not inspect.Parameter.empty)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _spelled_out(
+    primitive: str, typed: tuple[tuple[str, str, str], ...]
+) -> tuple[tuple[str, str, str], ...]:
+    """``(name, type, repr)`` of every parameter: the given ones over the primitive's defaults."""
+    full = {k: (type(v).__name__, repr(v)) for k, v in _defaults(primitive)}
+    full.update({k: (t, r) for k, t, r in typed})
+    return tuple(sorted((k, t, r) for k, (t, r) in full.items()))
 
 
 @dataclass(frozen=True)

@@ -117,10 +117,13 @@ class MeasurementPlanner:
             for e in (*d.support, *d.background):
                 qs.setdefault(e.question.id, e.question)
         todo: list[tuple[Spec, QuestionView]] = []
+        seen: set[tuple[Any, ...]] = set()  # a spec at its primitive's defaults is computed once
         for q in qs.values():
             _, arity = rows_kind([q])
             for spec in enumerate_specs(modes_for(arity, [q])):
-                if spec.per is None and (spec, q.fingerprint) not in self.cache.data:
+                same = (spec.computes, q.fingerprint)
+                if spec.per is None and same not in seen and same not in self.cache.computed:
+                    seen.add(same)
                     todo.append((spec, q))
         if not todo:
             return 0
@@ -133,7 +136,7 @@ class MeasurementPlanner:
         try:  # workers inherit the rows (forked_map): only the values come back
             for part in forked_map(lambda i: compute_pairs(chunks[i]), workers, workers):
                 for (spec, fp), vals in part:
-                    self.cache.data[(spec, fp)] = vals
+                    self.cache.put(spec, fp, vals)
         except (OSError, RuntimeError, cf.process.BrokenProcessPool):
             for spec, q in todo:
                 self.cache.get(spec, q)
