@@ -381,3 +381,18 @@ def test_apply_rule_inverts_only_when_the_question_names_the_word() -> None:
     assert apply_rule(rule, outs, opts, ("A", "B", "C"), "Which one copies it?").option == 0
     assert apply_rule(rule, outs, opts, ("A", "B", "C"), "Which one MIRRORS it?").option == 1
     assert apply_rule(rule, outs, opts, ("A", "B", "C")).option == 0  # no text: no inversion
+
+
+def test_the_label_fits_median_is_numpys() -> None:
+    """Classes are ordered by a median taken without numpy: the same value, to the last bit."""
+    from tsevo.roles.builtin.rules import _median
+
+    g = np.random.default_rng(5)
+    for n in range(1, 40):
+        for _ in range(20):
+            xs = list(g.normal(size=n) * 10.0 ** g.integers(-8, 9))
+            if n > 3:
+                xs[1] = xs[0]  # ties
+            assert _median(xs) == float(np.median(xs))
+    assert _median([1e308, 1e308]) == float(np.median([1e308, 1e308]))  # overflow: inf for both
+    assert np.isnan(_median([1.0, float("nan"), 2.0]))

@@ -164,9 +164,12 @@ def _read_label(
     v = _num(outputs, rule.key)
     if v is None:
         return Reading(None, 0.0, f"output {rule.key!r} missing" if explain else "")
-    if any(abs(v - b) < rule.margin for b in rule.bins):
-        return Reading(None, 0.0, f"{rule.key}={v:.4g} inside the abstain band" if explain else "")
-    idx = sum(v >= b for b in rule.bins)
+    idx, margin = 0, rule.margin
+    for b in rule.bins:  # a plain loop: fitting rules reads millions of rows
+        if abs(v - b) < margin:
+            why = f"{rule.key}={v:.4g} inside the abstain band" if explain else ""
+            return Reading(None, 0.0, why)
+        idx += v >= b
     label = rule.labels[idx]
     opt = match_label(label, options)
     if opt is None:
@@ -205,8 +208,7 @@ def _read_nearest(
     if x is None:
         return Reading(None, 0.0, f"output {rule.key!r} missing" if explain else "")
     target = rule.scale * x + rule.offset
-    nums = [(i, option_number(o)) for i, o in enumerate(options)]
-    scored = sorted((abs(n - target), i) for i, n in nums if n is not None)
+    scored = sorted((abs(n - target), i) for i, n in _option_numbers(tuple(options)))
     if not scored:
         return Reading(None, 0.0, "no numeric options")
     if len(scored) > 1:
@@ -216,6 +218,12 @@ def _read_nearest(
             return Reading(None, 0.0, why)
     why = f"{rule.key}={x:.4g} -> target {target:.4g}" if explain else ""
     return Reading(scored[0][1], rule.confidence, why)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _option_numbers(options: tuple[str, ...]) -> tuple[tuple[int, float], ...]:
+    """(index, number) of the options that write a number."""
+    return tuple((i, n) for i, o in enumerate(options) if (n := option_number(o)) is not None)
 
 
 def _read_extremum(

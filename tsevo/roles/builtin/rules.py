@@ -74,6 +74,16 @@ def _acc(rule: ReadingRule, rows: Sequence[Row]) -> float:
     return sum(read_option(rule, r) == r.gold for r in rows) / len(rows)
 
 
+def _median(xs: Sequence[float]) -> float:
+    """``float(np.median(xs))`` of a short list without numpy's overhead (the same value)."""
+    s = sorted(xs)
+    n = len(s)
+    if n == 0 or any(x != x for x in s):
+        return float(np.median(xs))  # numpy's NaN and empty-input behaviour
+    mid = n // 2
+    return float(s[mid]) if n % 2 else float((s[mid - 1] + s[mid]) / 2.0)
+
+
 def _fit_label(rows: Sequence[Row], key: str, min_points: int = 4) -> ReadingRule | None:
     pts = [
         (r.values[key], norm_label(r.options[r.gold])) for r in rows if r.values and key in r.values
@@ -85,7 +95,7 @@ def _fit_label(rows: Sequence[Row], key: str, min_points: int = 4) -> ReadingRul
         by.setdefault(lab, []).append(v)
     if len(by) < 2 or len(by) > 6:
         return None
-    order = sorted(by, key=lambda lab: (float(np.median(by[lab])), lab))
+    order = sorted(by, key=lambda lab: (_median(by[lab]), lab))
     cuts: list[float] = []
     for lo, hi in itertools.pairwise(order):
         a = np.sort(np.asarray(by[lo]))
@@ -99,16 +109,15 @@ def _fit_label(rows: Sequence[Row], key: str, min_points: int = 4) -> ReadingRul
                 best, best_c = score, float(c)
         cuts.append(best_c)
     if cuts != sorted(cuts):
-        med = [float(np.median(by[lab])) for lab in order]
+        med = [_median(by[lab]) for lab in order]
         cuts = [(m1 + m2) / 2.0 for m1, m2 in itertools.pairwise(med)]
         if cuts != sorted(cuts) or len(set(cuts)) != len(cuts):
             return None
     if len(set(cuts)) != len(cuts):
         return None
     rule = ReadingRule("label", key, tuple(round(c, 10) for c in cuts), tuple(order))
-    if len(order) == 2 and _acc(rule, rows) * len(rows) < len(pts):
+    if len(order) == 2 and (hits := _acc(rule, rows) * len(rows)) < len(pts):
         # more cuts only when each buys clearly more rows read right (Occam; CV judges the rest)
-        hits = _acc(rule, rows) * len(rows)
         step = max(2.0, 0.05 * len(pts))
         for segs in (3, 4):
             alt = _fit_alternating(pts, order, key, segs)
