@@ -110,3 +110,23 @@ def test_transform_variants_share_residuals_in_any_order() -> None:
     for i in range(3 * tr._MEMO_SIZE):
         tr.transform_signature(a + i, b)
     assert len(tr._MEMO) == tr._MEMO_SIZE
+
+
+def test_defaults_are_read_from_the_registered_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A primitive registered anew under its name (a test's, a user's) is read anew."""
+    from dataclasses import replace
+
+    from tsevo.library.primitives import CATALOG
+
+    def lag1(y: np.ndarray, *, lag: int = 1) -> dict[str, float]:
+        return {"v": float(lag)}
+
+    def lag2(y: np.ndarray, *, lag: int = 2) -> dict[str, float]:
+        return {"v": float(lag)}
+
+    at1 = Spec("acf", params=(("lag", 1),))
+    monkeypatch.setitem(CATALOG, "acf", replace(CATALOG["acf"], fn=lag1))
+    assert at1.computes == Spec("acf").computes
+    monkeypatch.setitem(CATALOG, "acf", replace(CATALOG["acf"], fn=lag2))
+    assert at1.computes != Spec("acf").computes
+    assert Spec("no_such_primitive").computes[2] == ()

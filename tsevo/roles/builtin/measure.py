@@ -131,13 +131,9 @@ class Spec:
         and the spec without parameters share one computation.
         """
         typed = tuple((k, type(v).__name__, repr(v)) for k, v in self.params)
-        return (
-            self.primitive,
-            self.mode,
-            _spelled_out(self.primitive, typed),
-            self.per,
-            self.per_len,
-        )
+        ps = CATALOG.get(self.primitive)
+        args = _spelled_out(ps.fn, typed) if ps is not None else typed
+        return (self.primitive, self.mode, args, self.per, self.per_len)
 
     def describe(self, key: str = "") -> str:
         """Human-readable name, e.g. ``window_compare.level_gap_sigma[window4]``."""
@@ -374,22 +370,25 @@ class SpecCache:
         return self.data[key]
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _defaults(primitive: str) -> tuple[tuple[str, Any], ...]:
-    ps = CATALOG.get(primitive)
-    try:
-        sig = inspect.signature(ps.fn).parameters if ps is not None else {}
-    except (TypeError, ValueError):
-        return ()
-    return tuple((k, p.default) for k, p in sig.items() if p.default is not inspect.Parameter.empty)
-
-
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 12)
 def _spelled_out(
-    primitive: str, typed: tuple[tuple[str, str, str], ...]
+    fn: Any, typed: tuple[tuple[str, str, str], ...]
 ) -> tuple[tuple[str, str, str], ...]:
-    """``(name, type, repr)`` of every parameter: the given ones over the primitive's defaults."""
-    full = {k: (type(v).__name__, repr(v)) for k, v in _defaults(primitive)}
+    """``(name, type, repr)`` of every parameter: the given ones over ``fn``'s defaults.
+
+    Keyed by the function itself, so a primitive registered again under its name is read anew.
+    """
+    sig: Mapping[str, inspect.Parameter]
+    try:
+        sig = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        sig = {}
+    empty = inspect.Parameter.empty
+    full = {
+        k: (type(p.default).__name__, repr(p.default))
+        for k, p in sig.items()
+        if p.default is not empty
+    }
     full.update({k: (t, r) for k, t, r in typed})
     return tuple(sorted((k, t, r) for k, (t, r) in full.items()))
 
