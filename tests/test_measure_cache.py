@@ -94,22 +94,22 @@ def test_transform_variants_share_residuals_in_any_order() -> None:
     grid = [(w, s) for w in (2, 10, 20, 35) for s in (1, 10, 50, 120)]
     want = {}
     for w, s in grid:
-        tr._MEMO.clear()
+        tr._memo().clear()
         want[w, s] = tr.transform_signature(a, b, max_window=w, max_shift=s)
-    tr._MEMO.clear()
+    tr._memo().clear()
     for w, s in reversed(grid):
         assert tr.transform_signature(a, b, max_window=w, max_shift=s) == want[w, s]
     assert want[20, 10]["shift_k"] == 7 and want[20, 1]["shift_k"] in (1, -1)
     c = a.copy()
     tr.transform_signature(c, b)
     c[:] = 0.0  # the caller reuses its array: the memo holds its own copy
-    tr._MEMO.clear()
+    tr._memo().clear()
     fresh = tr.transform_signature(a, b, max_shift=50)
     assert tr.transform_signature(a.copy(), b, max_shift=50) == fresh
-    assert len(tr._MEMO) <= tr._MEMO_SIZE
+    assert len(tr._memo()) <= tr._MEMO_SIZE
     for i in range(3 * tr._MEMO_SIZE):
         tr.transform_signature(a + i, b)
-    assert len(tr._MEMO) == tr._MEMO_SIZE
+    assert len(tr._memo()) == tr._MEMO_SIZE
 
 
 def test_defaults_are_read_from_the_registered_function(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,3 +130,28 @@ def test_defaults_are_read_from_the_registered_function(monkeypatch: pytest.Monk
     monkeypatch.setitem(CATALOG, "acf", replace(CATALOG["acf"], fn=lag2))
     assert at1.computes != Spec("acf").computes
     assert Spec("no_such_primitive").computes[2] == ()
+
+
+def test_transform_memo_is_per_thread() -> None:
+    """Threads extend their own residual lists: the same values as one thread computes alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    g = np.random.default_rng(9)
+    a = np.cumsum(g.normal(size=300))
+    b = np.roll(a, 11)
+    grid = [(w, s) for w in (5, 20, 60) for s in (3, 30, 120)]
+    tr._memo().clear()
+    want = [tr.transform_signature(a, b, max_window=w, max_shift=s) for w, s in grid]
+
+    def run(order: int) -> list[object]:
+        tr._memo().clear()
+        idx = list(range(len(grid)))[:: 1 if order % 2 else -1]
+        got = {
+            i: tr.transform_signature(a, b, max_window=grid[i][0], max_shift=grid[i][1])
+            for i in idx
+        }
+        return [got[i] for i in range(len(grid))]
+
+    with ThreadPoolExecutor(4) as ex:
+        for got in ex.map(run, range(8)):
+            assert got == want

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -102,18 +103,27 @@ class _Work:
         return self.shift[:k_max]
 
 
-_MEMO: dict[tuple[bytes, bytes], _Work] = {}
 _MEMO_SIZE = 8
+_LOCAL = threading.local()  # one memo per thread: a _Work is extended in place
+
+
+def _memo() -> dict[tuple[bytes, bytes], _Work]:
+    """This thread's memo of recent pairs (oldest first)."""
+    memo: dict[tuple[bytes, bytes], _Work] | None = getattr(_LOCAL, "memo", None)
+    if memo is None:
+        memo = _LOCAL.memo = {}
+    return memo
 
 
 def _work(x: FloatArray, y: FloatArray) -> _Work:
     """The pair's shared residuals; the grid's variants of one pair usually run back to back."""
+    memo = _memo()
     key = (x.tobytes(), y.tobytes())
-    hit = _MEMO.get(key)
+    hit = memo.get(key)
     if hit is None:
-        if len(_MEMO) >= _MEMO_SIZE:
-            del _MEMO[next(iter(_MEMO))]
-        hit = _MEMO[key] = _Work(x, y)
+        if len(memo) >= _MEMO_SIZE:
+            del memo[next(iter(memo))]
+        hit = memo[key] = _Work(x, y)
     return hit
 
 
