@@ -31,7 +31,7 @@ from tsevo.library.tool import Contract, Matcher, ReadingRule, Scope
 
 from ..protocols import ContractCard, Dossier
 from .measure import WINDOW_ARGS, Spec, number_is_float, per_source
-from .specs import MODE_SIGNATURE
+from .specs import MODE_SIGNATURE, new_tool_card
 
 #: Most keys in a tool's result (the sandbox's default bound).
 MAX_OUTPUTS = SandboxLimits().max_outputs
@@ -429,12 +429,8 @@ def composite_card(
             "(cross-validated on its train rows) and repairs held-out bucket errors"
         ),
     )
-    return ContractCard(
-        bucket_id=dossier.bucket_id,
-        action="create",
-        artifact_kind="tool",
-        target_tool="",
-        failure_type="missing_measurement" if dossier.side == "no_tool" else "misread_evidence",
+    return new_tool_card(
+        dossier,
         root_cause=(
             f"the bucket mixes {len(report)} question kinds; the agent answers every one from a "
             "global summary"

@@ -44,6 +44,7 @@ from .specs import (
     fit_matcher,
     kind_keys,
     modes_for,
+    new_tool_card,
     rows_kind,
     with_words,
     words_ok,
@@ -453,12 +454,8 @@ class MeasurementPlanner:
             calibration=calibration,
             params=dict(best.spec.params),
         )
-        return ContractCard(
-            bucket_id=dossier.bucket_id,
-            action="create",
-            artifact_kind="tool",
-            target_tool="",
-            failure_type="missing_measurement" if dossier.side == "no_tool" else "misread_evidence",
+        return new_tool_card(
+            dossier,
             root_cause=(
                 f"the agent answers from a global summary; the answer depends on {best.spec.describe(best.key)}"
             ),

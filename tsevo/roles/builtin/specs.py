@@ -17,8 +17,9 @@ from typing import Any
 from tsevo.data import QuestionView
 from tsevo.library.context import extract_numbers
 from tsevo.library.primitives import CATALOG, PrimitiveSpec
-from tsevo.library.tool import Matcher, options_kind, question_tokens
+from tsevo.library.tool import Contract, Matcher, Scope, options_kind, question_tokens
 
+from ..protocols import ContractCard, Dossier
 from .measure import LOCATION_KEY, PER_MODES, Spec, spec_values
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "fit_matcher",
     "kind_keys",
     "modes_for",
+    "new_tool_card",
     "rows_kind",
     "with_words",
     "words_ok",
@@ -251,3 +253,31 @@ def modes_for(arity: str, qs: Sequence[QuestionView]) -> list[str]:
     if counts and min(counts) >= 4:
         modes.append("window4")
     return modes
+
+
+def new_tool_card(
+    dossier: Dossier,
+    *,
+    root_cause: str,
+    focus: str,
+    contract: Contract,
+    scope: Scope,
+    plan: dict[str, Any],
+) -> ContractCard:
+    """A card asking for a new tool for the dossier's bucket.
+
+    Its failure type follows the bucket's side: a measurement the agent lacks where no tool ran,
+    evidence misread where one did.
+    """
+    return ContractCard(
+        bucket_id=dossier.bucket_id,
+        action="create",
+        artifact_kind="tool",
+        target_tool="",
+        failure_type="missing_measurement" if dossier.side == "no_tool" else "misread_evidence",
+        root_cause=root_cause,
+        focus=focus,
+        contract=contract,
+        scope=scope,
+        plan=plan,
+    )
