@@ -127,14 +127,10 @@ def _work(x: FloatArray, y: FloatArray) -> _Work:
     return hit
 
 
-def _shift(
-    a: FloatArray, b: FloatArray, max_shift: int, work: _Work | None = None
-) -> tuple[float, int]:
+def _shift(work: _Work, max_shift: int) -> tuple[float, int]:
     """Best residual over shifts 1..max_shift either way, compared on the overlap only."""
     best, best_k = CAP, 0
-    n = a.size
-    work = work if work is not None else _Work(a, b)
-    for i, rs in enumerate(work.shift_upto(max(0, min(max_shift, n - 4)))):
+    for i, rs in enumerate(work.shift_upto(max(0, min(max_shift, work.x.size - 4)))):
         for sgn, r in zip((1, -1), rs, strict=True):
             if r < best:
                 best, best_k = r, sgn * (i + 1)
@@ -233,7 +229,7 @@ def transform_signature(a: Any, b: Any, *, max_window: int = 20, max_shift: int 
         if r < best_ma:
             best_ma, best_w = r, i + 2
     res["moving_average"] = best_ma
-    res["shift"], shift_k = _shift(x, y, int(max_shift), work)
+    res["shift"], shift_k = _shift(work, int(max_shift))
     vals = np.array([min(res[t], CAP) for t in TRANSFORMS])
     order = np.argsort(vals, kind="stable")
     out: dict[str, Any] = {f"res_{t}": float(v) for t, v in zip(TRANSFORMS, vals, strict=True)}
