@@ -396,3 +396,35 @@ def test_the_label_fits_median_is_numpys() -> None:
             assert _median(xs) == float(np.median(xs))
     assert _median([1e308, 1e308]) == float(np.median([1e308, 1e308]))  # overflow: inf for both
     assert np.isnan(_median([1.0, float("nan"), 2.0]))
+
+
+def test_top_screened_is_the_full_sort_cut_at_k(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planner's screen computes separations only where the first k can come from: the same k."""
+    from tsevo.roles.builtin import planner as planner_mod
+
+    rng = np.random.default_rng(3)
+    for trial in range(200):
+        n, k = int(rng.integers(0, 40)), int(rng.integers(1, 12))
+        seps = rng.choice([0.1, 0.5, 0.9, np.nan], size=n)  # nan: the separation raises
+        screened = []
+        for i in range(n):
+            rule = ReadingRule("label", f"k{i}", (0.0,), ("a", "b"))
+            acc = float(rng.choice([1.0, 0.75, 0.5, 0.25]))
+            cover = float(rng.choice([1.0, 0.5]))
+            screened.append((acc, cover, int(rng.integers(0, 2)), f"m{i % 7}", None, "k", rule, []))
+
+        def sep(rule: ReadingRule, rows: object, seps: np.ndarray = seps) -> float:
+            value = float(seps[int(rule.key[1:])])
+            if np.isnan(value):
+                raise ValueError("no separation")
+            return value
+
+        full = []
+        for acc, cover, p, name, spec, key, rule, rows in screened:
+            try:
+                full.append((acc, sep(rule, rows), cover, p, name, spec, key, rule, rows))
+            except ValueError:
+                continue
+        full.sort(key=lambda s: (-s[0], -s[1], -s[2], s[3], s[4]))
+        monkeypatch.setattr(planner_mod, "separation", sep)
+        assert planner_mod._top(screened, k) == full[:k], trial

@@ -16,7 +16,15 @@ from typing import Any
 from ._scope import option_number
 from .tool import ReadingRule
 
-__all__ = ["Reading", "apply_rule", "inverts", "match_label", "norm_label", "option_number"]
+__all__ = [
+    "Reading",
+    "apply_rule",
+    "inverts",
+    "match_label",
+    "norm_label",
+    "option_number",
+    "read_options",
+]
 
 _TOK = re.compile(r"[a-z0-9_]+")
 
@@ -207,17 +215,34 @@ def _read_nearest(
     x = _num(outputs, rule.key)
     if x is None:
         return Reading(None, 0.0, f"output {rule.key!r} missing" if explain else "")
-    target = rule.scale * x + rule.offset
-    scored = sorted((abs(n - target), i) for i, n in _option_numbers(tuple(options)))
-    if not scored:
+    opt, target = _nearest(rule, x, tuple(options))
+    if opt == _NO_NUMBERS:
         return Reading(None, 0.0, "no numeric options")
+    if opt < 0:
+        why = f"target {target:.4g} is ambiguous between two options" if explain else ""
+        return Reading(None, 0.0, why)
+    why = f"{rule.key}={x:.4g} -> target {target:.4g}" if explain else ""
+    return Reading(opt, rule.confidence, why)
+
+
+_NO_NUMBERS = -2
+""":func:`_nearest`'s option when no option writes a number (any negative: it abstains)."""
+
+
+def _nearest(rule: ReadingRule, x: float, options: tuple[str, ...]) -> tuple[int, float]:
+    """(the option whose number lies nearest the mapped value, or a negative number, that value).
+
+    -1: the two nearest options are within the rule's margin; ``_NO_NUMBERS``: no option has one.
+    """
+    target = rule.scale * x + rule.offset
+    scored = sorted((abs(n - target), i) for i, n in _option_numbers(options))
+    if not scored:
+        return _NO_NUMBERS, target
     if len(scored) > 1:
         d1, d2 = scored[0][0], scored[1][0]
         if (d2 - d1) / (d1 + d2 + 1e-12) < rule.margin:
-            why = f"target {target:.4g} is ambiguous between two options" if explain else ""
-            return Reading(None, 0.0, why)
-    why = f"{rule.key}={x:.4g} -> target {target:.4g}" if explain else ""
-    return Reading(scored[0][1], rule.confidence, why)
+            return -1, target
+    return scored[0][1], target
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -234,24 +259,112 @@ def _read_extremum(
     question: str = "",
     explain: bool = True,
 ) -> Reading:
+    opt, why, mode, best, score = _extremum(rule, outputs, options, candidates, question)
+    if opt < 0:
+        if why == _NO_OPTION:
+            why = f"no single option names candidate {best!r}" if explain else ""
+        return Reading(None, 0.0, why)
+    why = f"{mode} {rule.prefix}* at candidate {best} ({score:.4g})" if explain else ""
+    return Reading(opt, rule.confidence, why)
+
+
+_NO_OPTION = "no option"
+
+
+def _extremum(
+    rule: ReadingRule,
+    outputs: Mapping[str, Any],
+    options: Sequence[str],
+    candidates: Sequence[str],
+    question: str,
+) -> tuple[int, str, str, str, float]:
+    """(option or -1, why it abstains, the mode read, the best candidate, its score)."""
     scores = {}
     for c in candidates:
         v = _num(outputs, f"{rule.prefix}{c}")
         if v is not None:
             scores[c] = v
-    if len(scores) < 2:
-        return Reading(None, 0.0, "fewer than two candidate scores")
     mode = rule.mode
+    if len(scores) < 2:
+        return -1, "fewer than two candidate scores", mode, "", 0.0
     if inverts(rule, question):
         mode = "max" if mode == "min" else "min"
     ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=mode == "max")
     (best, b1), (_, b2) = ranked[0], ranked[1]
     spread = max(scores.values()) - min(scores.values())
     if spread <= 0 or abs(b1 - b2) / spread < rule.margin:
-        return Reading(None, 0.0, "best candidates are too close")
+        return -1, "best candidates are too close", mode, best, b1
     want = best.lower()
     hits = [i for i, o in enumerate(options) if want in _tokens(o)]
     if len(hits) != 1:
-        return Reading(None, 0.0, f"no single option names candidate {best!r}" if explain else "")
-    why = f"{mode} {rule.prefix}* at candidate {best} ({b1:.4g})" if explain else ""
-    return Reading(hits[0], rule.confidence, why)
+        return -1, _NO_OPTION, mode, best, b1
+    return hits[0], "", mode, best, b1
+
+
+def read_options(
+    rule: ReadingRule,
+    outputs: Sequence[Mapping[str, Any] | None],
+    options: Sequence[Sequence[str]],
+    candidates: Sequence[Sequence[str]] | None = None,
+    questions: Sequence[str] | None = None,
+) -> list[int]:
+    """The option :func:`apply_rule` reads on each of many rows (-1 where it abstains).
+
+    Row ``i`` is ``outputs[i]`` read under ``options[i]`` (and ``candidates[i]``, ``questions[i]``
+    for an ``extremum`` rule). Fitting reading rules reads every candidate rule on every train row,
+    millions of reads per round; this gives the same options without a :class:`Reading` or a reason
+    per row, and maps each option set's labels to options once. ``tree``, ``consensus`` and
+    ``branches`` rules read row by row through :func:`apply_rule`. The same option as
+    :func:`apply_rule` on every row (pinned by tests).
+    """
+    n = len(outputs)
+    if rule.kind == "label":
+        return _label_options(rule, outputs, options)
+    out = [-1] * n
+    if rule.kind == "nearest_number":
+        for i, (o, opts) in enumerate(zip(outputs, options, strict=True)):
+            x = _num(o, rule.key) if o else None
+            if x is not None:
+                out[i] = max(-1, _nearest(rule, x, tuple(opts))[0])
+        return out
+    cands = candidates if candidates is not None else [()] * n
+    texts = questions if questions is not None else [""] * n
+    for i, (o, opts) in enumerate(zip(outputs, options, strict=True)):
+        if rule.kind == "extremum":
+            out[i] = _extremum(rule, o, opts, cands[i], texts[i])[0] if o else -1
+        else:
+            opt = apply_rule(rule, o, opts, cands[i], texts[i], explain=False).option
+            out[i] = -1 if opt is None else opt
+    return out
+
+
+def _label_options(
+    rule: ReadingRule,
+    outputs: Sequence[Mapping[str, Any] | None],
+    options: Sequence[Sequence[str]],
+) -> list[int]:
+    """:func:`_read_label` on each row; a plain loop (numpy costs more on a handful of rows)."""
+    out: list[int] = []
+    key, bins, margin = rule.key, rule.bins, rule.margin
+    named: dict[tuple[str, ...], list[int]] = {}  # each option set's option per label
+    for o, opts in zip(outputs, options, strict=True):
+        v = _num(o, key) if o else None
+        if v is None:
+            out.append(-1)
+            continue
+        idx = 0
+        for b in bins:
+            if abs(v - b) < margin:
+                idx = -1
+                break
+            idx += v >= b
+        if idx < 0:
+            out.append(-1)
+            continue
+        opt_set = tuple(opts)
+        per = named.get(opt_set)
+        if per is None:
+            per = [-1 if (m := _match_label(lab, opt_set)) is None else m for lab in rule.labels]
+            named[opt_set] = per
+        out.append(per[idx])
+    return out

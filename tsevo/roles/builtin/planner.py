@@ -60,6 +60,28 @@ _RULE_FOR_OPTIONS = {"candidate": "extremum", "numeric": "nearest_number", "labe
 _SKIP_KEYS = re.compile(r"^(n|n_bins|h|chronos|df|used_lag|used_lags|period_used)$")
 
 
+_Screened = tuple[float, float, int, str, Spec, str, Any, list[Row]]
+
+
+def _top(screened: Sequence[_Screened], k: int) -> list[tuple[Any, ...]]:
+    """The ``k`` best screened measurements by train accuracy, then class separation, then cover.
+
+    Separations are computed only for the accuracy levels the first ``k`` come from; one that
+    cannot be computed passes the measurement over, as if it had never been screened.
+    """
+    out: list[tuple[Any, ...]] = []
+    for acc, cover, n, name, spec, key, rule, rows in sorted(screened, key=lambda s: -s[0]):
+        if len(out) >= k and acc != out[-1][0]:
+            break  # a lower accuracy level than the k-th: none of these can enter
+        try:
+            sep = separation(rule, rows)
+        except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+            continue
+        out.append((acc, sep, cover, n, name, spec, key, rule, rows))
+    out.sort(key=lambda s: (-s[0], -s[1], -s[2], s[3], s[4]))
+    return out[:k]
+
+
 class MeasurementPlanner:
     """Builtin local planner (deterministic; train rows only).
 
@@ -170,7 +192,7 @@ class MeasurementPlanner:
             return "label", "single", []
         okind, arity = rows_kind(qs)
         rule_kind = _RULE_FOR_OPTIONS[okind]
-        screened: list[tuple[float, float, float, int, str, Spec, str, Any, list[Row]]] = []
+        screened: list[_Screened] = []
         for spec in enumerate_specs(modes_for(arity, qs)):
             if groups is not None and CATALOG[spec.primitive].group not in groups:
                 continue
@@ -203,18 +225,16 @@ class MeasurementPlanner:
                     if rule is None:
                         continue
                     acc = train_accuracy(rule, rows)
-                    sep = separation(rule, rows)
                 except (ValueError, ArithmeticError, np.linalg.LinAlgError):
                     continue
                 cover = len(present) / len(qs)
                 screened.append(
-                    (acc, sep, cover, len(spec.params), spec.describe(key), spec, key, rule, rows)
+                    (acc, cover, len(spec.params), spec.describe(key), spec, key, rule, rows)
                 )
-        screened.sort(key=lambda s: (-s[0], -s[1], -s[2], s[3], s[4]))
         ranked: list[RankedMeasurement] = []
-        for acc, sep, cover, _, _, spec, key, rule, rows in screened[
-            : self.few_top_k if few else self.top_k
-        ]:
+        for acc, sep, cover, _, _, spec, key, rule, rows in _top(
+            screened, self.few_top_k if few else self.top_k
+        ):
             try:
                 cv = cross_validate(rule_kind, rows, key, few=few)
             except (ValueError, ArithmeticError, np.linalg.LinAlgError):

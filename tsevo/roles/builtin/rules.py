@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tsevo.library.reading import apply_rule, norm_label, option_number
+from tsevo.library.reading import apply_rule, norm_label, option_number, read_options
 from tsevo.library.tool import ReadingRule
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "cross_validate",
     "fit_rule",
     "net_gain",
+    "read_all",
     "read_option",
     "separation",
     "train_accuracy",
@@ -68,10 +69,27 @@ def read_option(rule: ReadingRule, r: Row) -> int | None:
     return apply_rule(rule, r.values, r.options, r.candidates, r.question, explain=False).option
 
 
+def read_all(rule: ReadingRule, rows: Sequence[Row]) -> list[int]:
+    """The option ``rule`` reads on each fit row (-1: it abstains), as :func:`read_option` would."""
+    wide = rule.kind not in ("label", "nearest_number")  # only these read neither names nor text
+    return read_options(
+        rule,
+        [r.values for r in rows],
+        [r.options for r in rows],
+        [r.candidates for r in rows] if wide else None,
+        [r.question for r in rows] if wide else None,
+    )
+
+
+def _hits(rule: ReadingRule, rows: Sequence[Row]) -> int:
+    """How many fit rows ``rule`` reads right."""
+    return sum(o == r.gold for o, r in zip(read_all(rule, rows), rows, strict=True))
+
+
 def _acc(rule: ReadingRule, rows: Sequence[Row]) -> float:
     if not rows:
         return 0.0
-    return sum(read_option(rule, r) == r.gold for r in rows) / len(rows)
+    return _hits(rule, rows) / len(rows)
 
 
 def _median(xs: Sequence[float]) -> float:
@@ -102,12 +120,9 @@ def _fit_label(rows: Sequence[Row], key: str, min_points: int = 4) -> ReadingRul
         b = np.sort(np.asarray(by[hi]))
         cand = np.unique(np.concatenate([a, b]))
         mids = (cand[:-1] + cand[1:]) / 2.0 if cand.size > 1 else cand
-        best, best_c = -1.0, float(mids[0])
-        for c in mids:
-            score = float((a < c).sum() + (b >= c).sum())
-            if score > best:
-                best, best_c = score, float(c)
-        cuts.append(best_c)
+        # rows each cut reads right; the first of the best (a loop keeping strict improvements)
+        score = (a[None, :] < mids[:, None]).sum(1) + (b[None, :] >= mids[:, None]).sum(1)
+        cuts.append(float(mids[int(np.argmax(score))]))
     if cuts != sorted(cuts):
         med = [_median(by[lab]) for lab in order]
         cuts = [(m1 + m2) / 2.0 for m1, m2 in itertools.pairwise(med)]
@@ -240,10 +255,8 @@ def _fit_extremum(rows: Sequence[Row], key: str) -> ReadingRule | None:
         for mode in ("min", "max")
     }
     # per row, whether each mode reads it right (no invert words: the question is not read)
-    hit = {
-        mode: np.asarray([read_option(rule, r) == r.gold for r in rows], dtype=bool)
-        for mode, rule in plain.items()
-    }
+    gold = np.fromiter((r.gold for r in rows), int, len(rows))
+    hit = {mode: np.asarray(read_all(rule, rows)) == gold for mode, rule in plain.items()}
     best: ReadingRule | None = None
     best_acc = -1.0
     for mode, rule in plain.items():
@@ -323,7 +336,7 @@ def cross_validate(
         rule = fit_rule(kind, train, key, few=few)
         if rule is None:
             continue
-        hits += sum(read_option(rule, r) == r.gold for r in test)
+        hits += _hits(rule, test)
     return hits / scored if scored else 0.0
 
 
@@ -396,11 +409,8 @@ def net_gain(rule: ReadingRule, rows: Sequence[Row], harm_weight: float = HARM_W
     Answers fixed count +1, answers broken count ``-harm_weight``.
     """
     net = 0.0
-    for r in rows:
-        if r.current is None:
-            continue
-        opt = read_option(rule, r)
-        if opt is None or opt == r.current:
+    for r, opt in zip(rows, read_all(rule, rows), strict=True):
+        if r.current is None or opt < 0 or opt == r.current:
             continue
         if opt == r.gold:
             net += 1.0

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from tsevo.data import QuestionView
-from tsevo.library.reading import apply_rule
+from tsevo.library.reading import read_options
 
 from ..protocols import Example
 from .measure import SpecCache
@@ -101,12 +101,13 @@ def read_right(
     """Per member, the share of ``(gold, view)`` pairs its rule reads as ``gold`` (1.0 if none)."""
     if not views:
         return [1.0] * len(members)
+    gold = [g for g, _ in views]
+    options = [v.options for _, v in views]
+    candidates = [v.candidates for _, v in views]
+    questions = [v.question for _, v in views]
     out = []
     for m in members:
-        hits = 0
-        for gold, v in views:
-            values = cache.get(m.spec, v)
-            rd = apply_rule(m.rule, values, v.options, v.candidates, v.question, explain=False)
-            hits += rd.option is not None and rd.option == gold
-        out.append(hits / len(views))
+        values = [cache.get(m.spec, v) for _, v in views]
+        read = read_options(m.rule, values, options, candidates, questions)
+        out.append(sum(o == g for o, g in zip(read, gold, strict=True)) / len(views))
     return out
