@@ -172,18 +172,26 @@ def _read_label(
     v = _num(outputs, rule.key)
     if v is None:
         return Reading(None, 0.0, f"output {rule.key!r} missing" if explain else "")
-    idx, margin = 0, rule.margin
-    for b in rule.bins:  # a plain loop: fitting rules reads millions of rows
-        if abs(v - b) < margin:
-            why = f"{rule.key}={v:.4g} inside the abstain band" if explain else ""
-            return Reading(None, 0.0, why)
-        idx += v >= b
+    idx = _label_index(v, rule.bins, rule.margin)
+    if idx < 0:
+        why = f"{rule.key}={v:.4g} inside the abstain band" if explain else ""
+        return Reading(None, 0.0, why)
     label = rule.labels[idx]
     opt = match_label(label, options)
     if opt is None:
         why = f"{rule.key}={v:.4g} -> '{label}', which no option names" if explain else ""
         return Reading(None, 0.0, why)
     return Reading(opt, rule.confidence, f"{rule.key}={v:.4g} -> '{label}'" if explain else "")
+
+
+def _label_index(v: float, bins: tuple[float, ...], margin: float) -> int:
+    """The class ``v`` falls in (how many cuts lie at or below it); -1 within ``margin`` of a cut."""
+    idx = 0
+    for b in bins:  # a plain loop: fitting rules reads millions of rows
+        if abs(v - b) < margin:
+            return -1
+        idx += v >= b
+    return idx
 
 
 def _read_tree(
@@ -343,28 +351,11 @@ def _label_options(
     outputs: Sequence[Mapping[str, Any] | None],
     options: Sequence[Sequence[str]],
 ) -> list[int]:
-    """:func:`_read_label` on each row; a plain loop (numpy costs more on a handful of rows)."""
+    """:func:`_read_label` on each row, without a reason (numpy costs more on a handful of rows)."""
     out: list[int] = []
-    key, bins, margin = rule.key, rule.bins, rule.margin
-    named: dict[tuple[str, ...], list[int]] = {}  # each option set's option per label
     for o, opts in zip(outputs, options, strict=True):
-        v = _num(o, key) if o else None
-        if v is None:
-            out.append(-1)
-            continue
-        idx = 0
-        for b in bins:
-            if abs(v - b) < margin:
-                idx = -1
-                break
-            idx += v >= b
-        if idx < 0:
-            out.append(-1)
-            continue
-        opt_set = tuple(opts)
-        per = named.get(opt_set)
-        if per is None:
-            per = [-1 if (m := _match_label(lab, opt_set)) is None else m for lab in rule.labels]
-            named[opt_set] = per
-        out.append(per[idx])
+        v = _num(o, rule.key) if o else None
+        idx = -1 if v is None else _label_index(v, rule.bins, rule.margin)
+        m = None if idx < 0 else _match_label(rule.labels[idx], tuple(opts))
+        out.append(-1 if m is None else m)
     return out

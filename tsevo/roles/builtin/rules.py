@@ -71,13 +71,12 @@ def read_option(rule: ReadingRule, r: Row) -> int | None:
 
 def read_all(rule: ReadingRule, rows: Sequence[Row]) -> list[int]:
     """The option ``rule`` reads on each fit row (-1: it abstains), as :func:`read_option` would."""
-    wide = rule.kind not in ("label", "nearest_number")  # only these read neither names nor text
     return read_options(
         rule,
         [r.values for r in rows],
         [r.options for r in rows],
-        [r.candidates for r in rows] if wide else None,
-        [r.question for r in rows] if wide else None,
+        [r.candidates for r in rows],
+        [r.question for r in rows],
     )
 
 
