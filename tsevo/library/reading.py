@@ -19,6 +19,7 @@ from .tool import ReadingRule
 __all__ = [
     "Reading",
     "apply_rule",
+    "extremum_reads",
     "inverts",
     "match_label",
     "norm_label",
@@ -287,26 +288,73 @@ def _extremum(
     question: str,
 ) -> tuple[int, str, str, str, float]:
     """(option or -1, why it abstains, the mode read, the best candidate, its score)."""
-    scores = {}
-    for c in candidates:
-        v = _num(outputs, f"{rule.prefix}{c}")
-        if v is not None:
-            scores[c] = v
+    scores = _candidate_scores(rule.prefix, outputs, candidates)
     mode = rule.mode
     if len(scores) < 2:
         return -1, "fewer than two candidate scores", mode, "", 0.0
     if inverts(rule, question):
         mode = "max" if mode == "min" else "min"
+    best, b1, gap = _best_candidate(scores, mode)
+    if gap < rule.margin:
+        return -1, "best candidates are too close", mode, best, b1
+    opt = _candidate_option(best, options)
+    if opt < 0:
+        return -1, _NO_OPTION, mode, best, b1
+    return opt, "", mode, best, b1
+
+
+def _candidate_scores(
+    prefix: str, outputs: Mapping[str, Any], candidates: Sequence[str]
+) -> dict[str, float]:
+    scores = {}
+    for c in candidates:
+        v = _num(outputs, f"{prefix}{c}")
+        if v is not None:
+            scores[c] = v
+    return scores
+
+
+def _best_candidate(scores: Mapping[str, float], mode: str) -> tuple[str, float, float]:
+    """(the best candidate for ``mode``, its score, the gap to the runner-up relative to the spread).
+
+    Two scores at least. The gap is ``-inf`` when every score is equal: no margin reads it (and NaN
+    where the spread overflows: every margin reads it).
+    """
     ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=mode == "max")
     (best, b1), (_, b2) = ranked[0], ranked[1]
     spread = max(scores.values()) - min(scores.values())
-    if spread <= 0 or abs(b1 - b2) / spread < rule.margin:
-        return -1, "best candidates are too close", mode, best, b1
+    return best, b1, (-math.inf if spread <= 0 else abs(b1 - b2) / spread)
+
+
+def _candidate_option(best: str, options: Sequence[str]) -> int:
+    """The one option naming the candidate (-1: none, or several)."""
     want = best.lower()
     hits = [i for i, o in enumerate(options) if want in _tokens(o)]
-    if len(hits) != 1:
-        return -1, _NO_OPTION, mode, best, b1
-    return hits[0], "", mode, best, b1
+    return hits[0] if len(hits) == 1 else -1
+
+
+def extremum_reads(
+    prefix: str,
+    outputs: Mapping[str, Any] | None,
+    options: Sequence[str],
+    candidates: Sequence[str],
+) -> tuple[tuple[int, float], tuple[int, float]]:
+    """What ``extremum`` rules on ``prefix`` with no invert words read, for the modes min and max.
+
+    Per mode: the option the rule names whatever its margin (-1 where it names none), and the gap
+    between the two best candidates' scores relative to their spread. A rule of margin ``m`` reads
+    that option unless ``gap < m``, exactly as :func:`apply_rule` does; the scores are read once
+    for both modes and every margin (fitting reads each row many times).
+    """
+    scores = _candidate_scores(prefix, outputs, candidates) if outputs else {}
+    if len(scores) < 2:
+        return (-1, -math.inf), (-1, -math.inf)
+    out = []
+    for mode in ("min", "max"):
+        best, _, gap = _best_candidate(scores, mode)
+        opt = _candidate_option(best, options)
+        out.append((opt, gap if opt >= 0 else -math.inf))
+    return out[0], out[1]
 
 
 def read_options(

@@ -36,7 +36,7 @@ from .concepts import relevance
 from .kindplan import KindPlanSettings, plan_kinds, support_request
 from .lifecycle import coded_prior, lifecycle_card
 from .measure import RankedMeasurement, Spec, SpecCache
-from .rules import Row, cross_validate, fit_rule, separation, train_accuracy, tune_margin
+from .rules import Row, cross_validate, fit_scored, separation, tune_margin
 from .specs import (
     MODE_SIGNATURE,
     compute_pairs,
@@ -221,10 +221,9 @@ class MeasurementPlanner:
                     if len(col) < 3 or float(np.ptp(col)) == 0.0:
                         continue
                 try:
-                    rule = fit_rule(rule_kind, rows, key, few=few)
+                    rule, acc = fit_scored(rule_kind, rows, key, few=few)
                     if rule is None:
                         continue
-                    acc = train_accuracy(rule, rows)
                 except (ValueError, ArithmeticError, np.linalg.LinAlgError):
                     continue
                 cover = len(present) / len(qs)

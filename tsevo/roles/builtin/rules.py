@@ -26,10 +26,13 @@ import numpy as np
 from tsevo.library.reading import apply_rule, norm_label, option_number, read_options
 from tsevo.library.tool import ReadingRule
 
+from .extremum import ExtremumTable, tune_extremum
+
 __all__ = [
     "Row",
     "cross_validate",
     "fit_rule",
+    "fit_scored",
     "net_gain",
     "read_all",
     "read_option",
@@ -248,45 +251,6 @@ def _fit_nearest(rows: Sequence[Row], key: str, min_points: int = 3) -> ReadingR
     return best
 
 
-def _fit_extremum(rows: Sequence[Row], key: str) -> ReadingRule | None:
-    plain = {
-        mode: ReadingRule("extremum", prefix=f"{key}_", mode=mode, margin=0.02)
-        for mode in ("min", "max")
-    }
-    # per row, whether each mode reads it right (no invert words: the question is not read)
-    gold = np.fromiter((r.gold for r in rows), int, len(rows))
-    hit = {mode: np.asarray(read_all(rule, rows)) == gold for mode, rule in plain.items()}
-    best: ReadingRule | None = None
-    best_acc = -1.0
-    for mode, rule in plain.items():
-        acc = float(hit[mode].mean()) if rows else 0.0
-        if acc > best_acc + 1e-12:
-            best, best_acc = rule, acc
-    if best is None or best_acc >= 1.0 or len(rows) < 8:
-        return best
-    # one question word may flip the extremum (e.g. "mirrors": the least correlated candidate)
-    toks = [set(_TOK.findall(r.question.lower())) for r in rows]
-    n = len(rows)
-    df: dict[str, int] = {}
-    for t in toks:
-        for w in t:
-            df[w] = df.get(w, 0) + 1
-    words = sorted(
-        w for w, c in df.items() if 0.1 * n <= c <= 0.9 * n and len(w) > 2 and w.isalpha()
-    )
-    found: tuple[float, str, str] | None = None
-    for w in words:
-        has = np.asarray([w in t for t in toks])
-        for mode, other in (("min", "max"), ("max", "min")):
-            hits = float(np.sum(np.where(has, hit[other], hit[mode])))
-            if found is None or hits > found[0]:
-                found = (hits, mode, w)
-    if found is None or found[0] < best_acc * n + max(2.0, 0.05 * n):
-        return best
-    _, mode, w = found
-    return ReadingRule("extremum", prefix=f"{key}_", mode=mode, margin=0.02, invert_words=(w,))  # type: ignore[arg-type]
-
-
 def fit_rule(kind: str, rows: Sequence[Row], key: str, *, few: bool = False) -> ReadingRule | None:
     """Fit a rule of ``kind`` reading ``key`` (for ``extremum``: the base key) on ``rows``.
 
@@ -299,8 +263,25 @@ def fit_rule(kind: str, rows: Sequence[Row], key: str, *, few: bool = False) -> 
     if kind == "nearest_number":
         return _fit_nearest(rows, key, 1 if few else 3)
     if kind == "extremum":
-        return _fit_extremum(rows, key)
+        return ExtremumTable(rows, f"{key}_").fit(np.arange(len(rows)))
     raise ValueError(f"unknown rule kind {kind!r}")
+
+
+def fit_scored(
+    kind: str, rows: Sequence[Row], key: str, *, few: bool = False
+) -> tuple[ReadingRule | None, float]:
+    """:func:`fit_rule` and the fitted rule's :func:`train_accuracy` on the same rows (0 for none).
+
+    An ``extremum`` rule's accuracy comes from the table its fit read (one reading of the rows).
+    """
+    if kind == "extremum":
+        ext = ExtremumTable(rows, f"{key}_")
+        every = np.arange(len(rows))
+        rule = ext.fit(every)
+        hits = int(np.sum(ext.reads(rule, every) == ext.gold))
+        return rule, (hits / len(rows) if rows else 0.0)
+    fitted = fit_rule(kind, rows, key, few=few)
+    return fitted, (train_accuracy(fitted, rows) if fitted is not None else 0.0)
 
 
 def _fold(qid: str, k: int) -> int:
@@ -323,12 +304,20 @@ def cross_validate(
     k = len(rows) if few else min(k, len(rows))
     folds = list(range(len(rows))) if few else [_fold(r.qid, k) for r in rows]
     labels = [norm_label(r.options[r.gold]) for r in rows] if few and kind == "label" else []
+    ext = ExtremumTable(rows, f"{key}_") if kind == "extremum" else None
+    fold_of = np.asarray(folds)
     hits = scored = 0
     for f in range(k):
-        train = [r for r, g in zip(rows, folds, strict=True) if g != f]
-        test = [r for r, g in zip(rows, folds, strict=True) if g == f]
         if labels and labels.count(labels[f]) < 2:
             continue  # the only row of its class: no fit on the others could name it
+        if ext is not None:
+            tr, te = np.flatnonzero(fold_of != f), np.flatnonzero(fold_of == f)
+            scored += len(te)
+            if len(te):
+                hits += int(np.sum(ext.reads(ext.fit(tr), te) == ext.gold[te]))
+            continue
+        train = [r for r, g in zip(rows, folds, strict=True) if g != f]
+        test = [r for r, g in zip(rows, folds, strict=True) if g == f]
         scored += len(test)
         if not test:
             continue
@@ -448,6 +437,8 @@ def tune_margin(rule: ReadingRule, rows: Sequence[Row], k: int = 5) -> ReadingRu
         return rule
     k = min(k, len(rows))
     folds = [_fold(r.qid, k) for r in rows] if k >= 2 else []
+    if rule.kind == "extremum":
+        return tune_extremum(rule, rows, grid, folds, HARM_WEIGHT)
     refits: list[tuple[ReadingRule, list[Row]]] = []
     for f in range(k if folds else 0):
         train = [r for r, g in zip(rows, folds, strict=True) if g != f]
