@@ -11,6 +11,8 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
 * a round's steps: :func:`funnel_df`, :func:`base_pass_table`, :func:`failures_df`,
   :func:`buckets_table`, :func:`contracts_table`, :func:`attempts_table`, :func:`candidate_source`,
   :func:`calibration_table`, :func:`repairs_table`
+* question kinds and composite tools: :func:`kinds_table` (each kind recovered from the wording
+  and what the planner did with it), :func:`branch_effects` (what each branch read on a split)
 * the gate: :func:`gate_df`, :func:`paired_table`, :func:`paired_rows`, :func:`prune_df`
 * the report-only test and summaries: :func:`test_deltas`, :func:`run_summary`,
   :func:`summary_text`, :func:`run_text`, :func:`run_metrics`, :func:`suite_metrics`
@@ -64,6 +66,7 @@ from .gate import (
     paired_table,
     prune_df,
 )
+from .kinds import BRANCH_EFFECTS_COLUMNS, KINDS_COLUMNS, branch_effects, kinds_table
 from .marachain import (
     CHAIN_DIFFS_COLUMNS,
     CHAIN_FUNNEL_ORDER,
@@ -129,6 +132,7 @@ __all__ = [
     "ADMISSION_KEYS",
     "AGREEMENT_COLUMNS",
     "BASE_PASS_COLUMNS",
+    "BRANCH_EFFECTS_COLUMNS",
     "BUCKETS_COLUMNS",
     "CALIBRATION_COLUMNS",
     "CHAINS_COLUMNS",
@@ -154,6 +158,7 @@ __all__ = [
     "FUNNEL_ORDER",
     "GAPS_COLUMNS",
     "GATE_COLUMNS",
+    "KINDS_COLUMNS",
     "MEASUREMENTS_COLUMNS",
     "PAIRED_TABLE_COLUMNS",
     "PHASES_COLUMNS",
@@ -171,6 +176,7 @@ __all__ = [
     "arm_label",
     "attempts_table",
     "base_pass_table",
+    "branch_effects",
     "buckets_table",
     "calibration_table",
     "candidate_source",
@@ -198,6 +204,7 @@ __all__ = [
     "gate_df",
     "gate_phases_df",
     "group_admissions",
+    "kinds_table",
     "load_records",
     "measurements_df",
     "paired_rows",

@@ -19,6 +19,7 @@ from .tool import ReadingRule
 __all__ = [
     "Reading",
     "apply_rule",
+    "branch_reading",
     "extremum_reads",
     "inverts",
     "match_label",
@@ -112,13 +113,7 @@ def apply_rule(
     if not outputs:
         return Reading(None, 0.0, "no evidence")
     if rule.kind == "branches":
-        last = Reading(None, 0.0, "no branch's outputs are present")
-        for sub in rule.branches:
-            if sub.applies(outputs, candidates):
-                last = apply_rule(sub, outputs, options, candidates, question, explain=explain)
-                if last.option is not None:
-                    return last
-        return last
+        return branch_reading(rule, outputs, options, candidates, question, explain)[1]
     if rule.kind == "consensus":
         return _read_consensus(rule, outputs, options, candidates, question, explain)
     if rule.kind == "label":
@@ -128,6 +123,30 @@ def apply_rule(
     if rule.kind == "tree":
         return _read_tree(rule, outputs, options, explain)
     return _read_extremum(rule, outputs, options, candidates, question, explain)
+
+
+def branch_reading(
+    rule: ReadingRule,
+    outputs: Mapping[str, Any],
+    options: Sequence[str],
+    candidates: Sequence[str] = (),
+    question: str = "",
+    explain: bool = True,
+) -> tuple[int | None, Reading]:
+    """A ``branches`` rule's reading, and the index of the branch that gave it.
+
+    The first branch whose outputs are present and that names an option reads; where every
+    present branch abstains, the last one's reading stands. The index is ``None`` where no
+    branch's outputs are present.
+    """
+    which, last = None, Reading(None, 0.0, "no branch's outputs are present")
+    for i, sub in enumerate(rule.branches):
+        if sub.applies(outputs, candidates):
+            which = i
+            last = apply_rule(sub, outputs, options, candidates, question, explain=explain)
+            if last.option is not None:
+                break
+    return which, last
 
 
 def _read_consensus(

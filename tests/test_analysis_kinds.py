@@ -1,0 +1,104 @@
+"""Question kinds and composite branches as tidy frames: what the planner did per kind, what each branch read."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tsevo import analysis
+from tsevo.analysis._runs import open_run
+from tsevo.library.library import Library
+from tsevo.library.reading import apply_rule, branch_reading
+from tsevo.library.tool import ReadingRule
+
+
+def _label(key: str) -> ReadingRule:
+    return ReadingRule("label", key, (0.0,), ("low", "high"), margin=0.5)
+
+
+def test_branch_reading_names_the_branch_that_read() -> None:
+    """The first present branch naming an option reads; all abstaining, the last present one."""
+    rule = ReadingRule("branches", branches=(_label("a"), _label("b"), _label("c")))
+    opts = ("low", "high")
+    cases = [
+        ({"a": 2.0, "b": 2.0}, 0, 1),  # the first reads
+        ({"a": 0.1, "b": -2.0, "c": 2.0}, 1, 0),  # a abstains (in its band), b reads
+        ({"a": 0.1, "c": 0.2}, 2, None),  # every present branch abstains: the last one's
+        ({"z": 1.0}, None, None),  # no branch's outputs
+    ]
+    for outputs, which, option in cases:
+        i, reading = branch_reading(rule, outputs, opts)
+        assert (i, reading.option) == (which, option)
+        assert reading == apply_rule(rule, outputs, opts)
+
+
+def test_kinds_table_lists_the_planned_kinds(tiny_run: Path) -> None:
+    k = analysis.kinds_table(tiny_run)
+    assert list(k.columns) == analysis.KINDS_COLUMNS
+    store = open_run(tiny_run)
+    cards = json.loads(store.layout.round(1).contracts.read_text())["cards"]
+    planned = sum(len((c.get("plan") or {}).get("kinds") or {}) for c in cards)
+    assert len(k) == planned > 0
+    assert k["served"].any() and not k["served"].all()
+    assert (k["served"] == k["outcome"].str.startswith("branch b")).all()
+    served = k[k["served"]]
+    assert (served["votes"] >= 1).all() and served["source"].str.len().gt(0).all()
+    for _, r in served.iterrows():
+        assert f": {r['measurement']} (" in r["outcome"]  # the planner's own words name it
+    assert (k.loc[~k["served"], "measurement"] == "").all()
+    assert (k["errors"] + k["agent_right"] <= k["rows"]).all()
+    assert (k["pooled_rows"] >= k["rows"]).all()
+
+
+@pytest.mark.parametrize("split", ["test", "val"])
+def test_branch_effects_count_what_the_reviewer_decided(tiny_run: Path, split: str) -> None:
+    """Per branch counts add up to the stages where a composite tool alone gave evidence."""
+    b = analysis.branch_effects(tiny_run, split=split)
+    assert list(b.columns) == analysis.BRANCH_EFFECTS_COLUMNS
+    assert len(b) > 0
+    assert (b["questions"] == b["abstained"] + b["kept"] + b["replaced"]).all()
+    assert (b["helped"] + b["harmed"] <= b["replaced"]).all()
+    assert b["template"].str.len().gt(0).all() and (b["votes"] >= 1).all()
+
+    store = open_run(tiny_run)
+    paths = store.layout.round(1)
+    if split == "test":
+        arm = store.read_json(paths.test)["arms"]["after"]
+    else:
+        arms = store.read_json(paths.summary)["arms"]
+        arm = arms.get("val_final", arms["val_candidate"])
+    library = Library.load(paths.library)
+    composite = {
+        t.id
+        for t in library.all_artifacts()
+        if t.guidance.rule and t.guidance.rule.kind == "branches"
+    }
+    suite = analysis.run_suite(tiny_run)
+    decided: Counter[str] = Counter()
+    for qid, rec in analysis.load_records(tiny_run, arm).items():
+        for step in rec.steps:
+            ran = [r.tool_id for r in step.runs if r.status == "ok" and r.outputs]
+            if not composite.intersection(ran):
+                continue
+            assert len(ran) == 1, "tiny seed 5: every composite tool gives evidence alone"
+            decided[step.decision] += 1
+            gold = suite[qid].gold
+            if step.decision == "replace":
+                decided["helped"] += int(step.answer_out == gold)
+                decided["harmed"] += int(step.answer_in == gold)
+    got = b[["abstained", "kept", "replaced", "helped", "harmed"]].sum()
+    assert got.to_dict() == {
+        "abstained": decided["no_decision"],
+        "kept": decided["keep"],
+        "replaced": decided["replace"],
+        "helped": decided["helped"],
+        "harmed": decided["harmed"],
+    }
+
+
+def test_branch_effects_rejects_an_unknown_split(tiny_run: Path) -> None:
+    with pytest.raises(ValueError, match="split"):
+        analysis.branch_effects(tiny_run, split="train")
