@@ -62,6 +62,12 @@ def test_branch_effects_count_what_the_reviewer_decided(tiny_run: Path, split: s
     assert (b["questions"] == b["abstained"] + b["kept"] + b["replaced"]).all()
     assert (b["helped"] + b["harmed"] <= b["replaced"]).all()
     assert b["template"].str.len().gt(0).all() and (b["votes"] >= 1).all()
+    # each branch is the planned branch of a served kind: its template and its measurement
+    k = analysis.kinds_table(tiny_run)
+    planned = set(
+        zip(k.loc[k["served"], "template"], k.loc[k["served"], "measurement"], strict=True)
+    )
+    assert set(zip(b["template"], b["measurement"], strict=True)) <= planned
 
     store = open_run(tiny_run)
     paths = store.layout.round(1)

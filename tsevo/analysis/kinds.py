@@ -11,19 +11,21 @@ replacement helped or harmed (``test`` is report-only: read it, never choose by 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from tsevo.library.reading import branch_reading
-from tsevo.library.tool import Tool
+from tsevo.library.tool import ReadingRule, Tool
 from tsevo.roles.builtin.composite import Branch
 
 from ._runs import Run, library_or_none, load_records, open_run, run_suite
 
 __all__ = ["BRANCH_EFFECTS_COLUMNS", "KINDS_COLUMNS", "branch_effects", "kinds_table"]
 
+_BRANCH_PREFIX = re.compile(r"^b\d+(p\d+)?_")
 KINDS_COLUMNS = [
     "bucket", "kind", "template", "rows", "errors", "agent_right", "pooled_rows", "served",
     "outcome", "measurement", "votes", "source", "cv_acc",
@@ -90,30 +92,56 @@ def kinds_table(run: Run, round_: int = 1) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=KINDS_COLUMNS)
 
 
-def _plan_branch(
-    tool: Tool, i: int, plans: Sequence[tuple[str, Mapping[str, Any]]]
-) -> Mapping[str, Any] | None:
-    """The planned branch behind a tool's i-th branch: its bucket's, with the same kind matcher."""
-    if i >= len(tool.scope.kinds):
-        return None
-    m = tool.scope.kinds[i]
-    buckets = set(tool.provenance.bucket.split(","))
-    for bucket, b in plans:
-        same = tuple(b.get("require", ())) == m.require and tuple(b.get("forbid", ())) == m.forbid
-        if bucket in buckets and same:
-            return b
-    return None
+def _own(rule: ReadingRule) -> dict[str, Any]:
+    """A composite branch's own reading rule (its vote's first member), its branch prefix removed."""
+    own = rule.branches[0] if rule.kind == "consensus" and rule.branches else rule
+    d = own.to_dict()
+    for field in ("key", "prefix"):
+        d[field] = _BRANCH_PREFIX.sub("", str(d.get(field, "")), count=1)
+    d.pop("confidence", None)
+    return d
+
+
+def _planned(
+    tool: Tool, plans: Sequence[tuple[str, Mapping[str, Any]]]
+) -> list[Mapping[str, Any] | None]:
+    """The planned branch behind each branch of a composite tool (``None`` where none is found).
+
+    The synthesizer keeps a subsequence of its work group's planned branches, in plan order
+    (the buckets' cards in turn), each read on keys prefixed with its place in the tool; so the
+    tool's branches are matched in order to the planned branches of its buckets whose own reading
+    rule they carry.
+    """
+    order = {bkt: n for n, bkt in enumerate(tool.provenance.bucket.split(","))}
+    mine = sorted(
+        ((order[bkt], k, b) for k, (bkt, b) in enumerate(plans) if bkt in order),
+        key=lambda x: (x[0], x[1]),
+    )
+    out: list[Mapping[str, Any] | None] = []
+    at = 0
+    for sub in tool.guidance.rule.branches if tool.guidance.rule else ():
+        want = _own(sub)
+        found = None
+        for j in range(at, len(mine)):
+            planned = dict(mine[j][2]["rule"])
+            planned.pop("confidence", None)
+            if planned == want:
+                found, at = mine[j][2], j + 1
+                break
+        out.append(found)
+    return out
 
 
 def branch_effects(run: Run, round_: int | None = None, split: str = "test") -> pd.DataFrame:
-    """Per branch of each composite tool the round deployed: what it read on a split's questions.
+    """Per branch of each composite tool in the library after the round: what it read on a split.
 
     Each question's stored evidence is read again with the tool's rule (the reviewer's own
     reading), against the answer the question came into that stage with. ``split``: ``test``
-    (report-only) or ``val``.
+    (report-only: the answers after the round) or ``val`` (the gate's final arm).
 
-    Columns: ``tool_id, branch`` (1-based, in the tool's order), ``template`` (of the kinds it
-    serves, ``; ``-joined), ``measurement, votes, source`` (as in :func:`kinds_table`),
+    Columns: ``tool_id, branch`` (1-based, in the tool's order), ``template`` (of the kind it was
+    planned for), ``measurement`` and ``source`` (as planned, see :func:`kinds_table`), ``votes``
+    (the measurements its deployed rule counts: a long composite's votes may be cut),
     ``questions`` (where its outputs were present), ``abstained`` (it named no option: a vote short
     of its quorum, a value in the abstain band), ``kept`` (it named the incoming answer),
     ``replaced`` (another option), ``helped`` (replaced a wrong answer by the right one) and
@@ -131,8 +159,9 @@ def branch_effects(run: Run, round_: int | None = None, split: str = "test") -> 
     if library is None:
         return pd.DataFrame(columns=BRANCH_EFFECTS_COLUMNS)
     composites = {
-        t.id: t
-        for t in library.all_artifacts()
+        t.id: (stage.round, t)
+        for stage in library.stages
+        for t in stage.tools
         if t.guidance.rule is not None and t.guidance.rule.kind == "branches"
     }
     arm = _arm(store, paths, split)
@@ -146,9 +175,9 @@ def branch_effects(run: Run, round_: int | None = None, split: str = "test") -> 
         q = suite[qid]
         for step in rec.steps:
             for tr in step.runs:
-                tool = composites.get(tr.tool_id)
-                if tool is None or tr.status != "ok" or not tr.outputs:
+                if tr.tool_id not in composites or tr.status != "ok" or not tr.outputs:
                     continue
+                tool = composites[tr.tool_id][1]
                 rule = tool.guidance.rule
                 assert rule is not None
                 i, reading = branch_reading(
@@ -166,18 +195,32 @@ def branch_effects(run: Run, round_: int | None = None, split: str = "test") -> 
                     c["replaced"] += 1
                     c["helped"] += int(reading.option == q.gold)
                     c["harmed"] += int(step.answer_in == q.gold)
-    plans = [
-        (card.get("bucket_id", ""), b)
-        for card in _cards(store, r)
-        for b in (card.get("plan") or {}).get("branches") or ()
-    ]
+    plans = {
+        k: [
+            (card.get("bucket_id", ""), b)
+            for card in _cards(store, k)
+            for b in (card.get("plan") or {}).get("branches") or ()
+        ]
+        for k in sorted({k for k, _ in composites.values()})
+    }
     rows = []
+    matched = {tid: _planned(tool, plans[k]) for tid, (k, tool) in composites.items()}
     for (tid, i), c in sorted(counts.items()):
-        b = _plan_branch(composites[tid], i, plans)
-        template = (b or {}).get("stats", {}).get("template", "")
+        tool = composites[tid][1]
+        b = matched[tid][i]
+        sub = tool.guidance.rule.branches[i]  # type: ignore[union-attr]
         fields = _branch_fields(b)
-        del fields["cv_acc"]
-        rows.append({"tool_id": tid, "branch": i + 1, "template": template, **fields, **c})
+        rows.append(
+            {
+                "tool_id": tid,
+                "branch": i + 1,
+                "template": str((b or {}).get("stats", {}).get("template", "")),
+                "measurement": fields["measurement"],
+                "votes": len(sub.branches) if sub.kind == "consensus" else 1,
+                "source": fields["source"],
+                **c,
+            }
+        )
     return pd.DataFrame(rows, columns=BRANCH_EFFECTS_COLUMNS)
 
 
