@@ -337,7 +337,7 @@ def _best_candidate(scores: Mapping[str, float], mode: str) -> tuple[str, float,
     """(the best candidate for ``mode``, its score, the gap to the runner-up relative to the spread).
 
     Two scores at least. The gap is ``-inf`` when every score is equal: no margin reads it (and NaN
-    where the spread overflows: every margin reads it).
+    where both the gap and the spread overflow to infinity: every margin reads it).
     """
     ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=mode == "max")
     (best, b1), (_, b2) = ranked[0], ranked[1]
