@@ -108,3 +108,11 @@ def test_branch_effects_count_what_the_reviewer_decided(tiny_run: Path, split: s
 def test_branch_effects_rejects_an_unknown_split(tiny_run: Path) -> None:
     with pytest.raises(ValueError, match="split"):
         analysis.branch_effects(tiny_run, split="train")
+
+
+def test_a_round_with_no_plans_gives_empty_frames(tiny_run: Path) -> None:
+    """A round that never ran (or planned no composite) gives the columns and no rows."""
+    k = analysis.kinds_table(tiny_run, 2)
+    assert list(k.columns) == analysis.KINDS_COLUMNS and k.empty
+    b = analysis.branch_effects(tiny_run, 2, split="val")
+    assert list(b.columns) == analysis.BRANCH_EFFECTS_COLUMNS and b.empty
