@@ -25,6 +25,7 @@ from tsevo.roles.builtin.extremum import ExtremumTable
 from tsevo.roles.builtin.rules import (
     HARM_WEIGHT,
     Row,
+    _Fits,
     _fold,
     cross_validate,
     fit_rule,
@@ -189,7 +190,7 @@ def test_table_reads_and_net_gain_match_row_by_row(
     every = np.arange(len(rows))
     assert table.reads(rule, every).tolist() == [_read(rule, r) for r in rows]
     for hw in (HARM_WEIGHT, 0.5):
-        assert table.net_gain(rule, every, hw) == net_gain(rule, rows, hw)
+        assert _Fits("extremum", rows, "s").net(rule, every, hw) == net_gain(rule, rows, hw)
 
 
 @settings(max_examples=300, deadline=None)

@@ -3,7 +3,8 @@
 An ``extremum`` rule names the candidate series whose score is the least or the greatest. Fitting
 one on a handful of rows happens thousands of times per round (the screen, cross-validation, margin
 tuning); every fit on a subset of the rows, and every reading of a fitted rule at any margin, is
-indexed here from a single reading of each row's candidate scores.
+indexed here from a single reading of each row's candidate scores (:class:`~.rules._Fits`
+folds them for cross-validation and margin tuning).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 from tsevo.library.reading import extremum_reads
 from tsevo.library.tool import ReadingRule
 
-__all__ = ["MARGIN", "ExtremumTable", "tune_extremum"]
+__all__ = ["MARGIN", "ExtremumTable"]
 
 _TOK = re.compile(r"[a-z0-9_]+")
 
@@ -36,8 +37,6 @@ class Row(Protocol):
     def candidates(self) -> tuple[str, ...]: ...
     @property
     def gold(self) -> int: ...
-    @property
-    def current(self) -> int | None: ...
     @property
     def question(self) -> str: ...
 
@@ -115,43 +114,3 @@ class ExtremumTable:
             return plain
         _, mode, w = found
         return replace(plain, mode=mode, invert_words=(w,))
-
-    def net_gain(self, rule: ReadingRule, idx: np.ndarray, harm_weight: float) -> float:
-        """:func:`~.rules.net_gain` of ``rule`` on rows ``idx``."""
-        net = 0.0
-        for i, opt in zip(idx, self.reads(rule, idx).tolist(), strict=True):
-            cur = self.rows[i].current
-            if cur is None or opt < 0 or opt == cur:
-                continue
-            if opt == self.gold[i]:
-                net += 1.0
-            elif cur == self.gold[i]:
-                net -= harm_weight
-        return net
-
-
-def tune_extremum(
-    rule: ReadingRule,
-    rows: Sequence[Row],
-    grid: Sequence[float],
-    folds: Sequence[int],
-    harm_weight: float,
-) -> ReadingRule:
-    """:func:`~.rules.tune_margin` for an ``extremum`` rule, its fold refits and readings from one table."""
-    ext = ExtremumTable(rows, rule.prefix)
-    fold_of = np.asarray(folds)
-    refits = []
-    for f in range(max(folds, default=-1) + 1):
-        tr, te = np.flatnonzero(fold_of != f), np.flatnonzero(fold_of == f)
-        if len(te):
-            refits.append((ext.fit(tr), te))
-    everything = np.arange(len(rows))
-    best, best_net = rule, None
-    for m in grid:
-        if refits:
-            net = sum(ext.net_gain(replace(fit, margin=m), te, harm_weight) for fit, te in refits)
-        else:
-            net = ext.net_gain(replace(rule, margin=m), everything, harm_weight)
-        if best_net is None or net > best_net:
-            best, best_net = replace(rule, margin=m), net
-    return best

@@ -18,7 +18,7 @@ import hashlib
 import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -26,7 +26,7 @@ import numpy as np
 from tsevo.library.reading import apply_rule, norm_label, option_number, read_options
 from tsevo.library.tool import ReadingRule
 
-from .extremum import ExtremumTable, tune_extremum
+from .extremum import ExtremumTable
 
 __all__ = [
     "Row",
@@ -274,14 +274,44 @@ def fit_scored(
 
     An ``extremum`` rule's accuracy comes from the table its fit read (one reading of the rows).
     """
-    if kind == "extremum":
-        ext = ExtremumTable(rows, f"{key}_")
-        every = np.arange(len(rows))
-        rule = ext.fit(every)
-        hits = int(np.sum(ext.reads(rule, every) == ext.gold))
-        return rule, (hits / len(rows) if rows else 0.0)
-    fitted = fit_rule(kind, rows, key, few=few)
-    return fitted, (train_accuracy(fitted, rows) if fitted is not None else 0.0)
+    fits = _Fits(kind, rows, key, few)
+    every = np.arange(len(rows))
+    rule = fits.fit(every)
+    if rule is None or not rows:
+        return rule, 0.0
+    return rule, fits.hits(rule, every) / len(rows)
+
+
+class _Fits:
+    """Fits of one rule kind on subsets of the same rows, and what fitted rules read on them.
+
+    Cross-validation and margin tuning fit and read fold after fold; an ``extremum`` rule does
+    both from one table of the rows' candidate scores (:class:`~.extremum.ExtremumTable`), the
+    other kinds fit and read the subset's rows.
+    """
+
+    def __init__(self, kind: str, rows: Sequence[Row], key: str, few: bool = False) -> None:
+        self.kind, self.rows, self.key, self.few = kind, rows, key, few
+        self.gold = np.fromiter((r.gold for r in rows), np.int64, len(rows))
+        self.table = ExtremumTable(rows, f"{key}_") if kind == "extremum" else None
+
+    def fit(self, idx: np.ndarray) -> ReadingRule | None:
+        if self.table is not None:
+            return self.table.fit(idx)
+        return fit_rule(self.kind, [self.rows[i] for i in idx], self.key, few=self.few)
+
+    def reads(self, rule: ReadingRule, idx: np.ndarray) -> np.ndarray:
+        """The option ``rule`` reads on rows ``idx`` (-1: it abstains)."""
+        if self.table is not None:
+            return self.table.reads(rule, idx)
+        return np.asarray(read_all(rule, [self.rows[i] for i in idx]), dtype=np.int64)
+
+    def hits(self, rule: ReadingRule, idx: np.ndarray) -> int:
+        return int(np.sum(self.reads(rule, idx) == self.gold[idx]))
+
+    def net(self, rule: ReadingRule, idx: np.ndarray, harm_weight: float) -> float:
+        """:func:`net_gain` of ``rule`` on rows ``idx``."""
+        return _net((self.rows[i] for i in idx), self.reads(rule, idx).tolist(), harm_weight)
 
 
 def _fold(qid: str, k: int) -> int:
@@ -304,27 +334,19 @@ def cross_validate(
     k = len(rows) if few else min(k, len(rows))
     folds = list(range(len(rows))) if few else [_fold(r.qid, k) for r in rows]
     labels = [norm_label(r.options[r.gold]) for r in rows] if few and kind == "label" else []
-    ext = ExtremumTable(rows, f"{key}_") if kind == "extremum" else None
+    fits = _Fits(kind, rows, key, few)
     fold_of = np.asarray(folds)
     hits = scored = 0
     for f in range(k):
         if labels and labels.count(labels[f]) < 2:
             continue  # the only row of its class: no fit on the others could name it
-        if ext is not None:
-            tr, te = np.flatnonzero(fold_of != f), np.flatnonzero(fold_of == f)
-            scored += len(te)
-            if len(te):
-                hits += int(np.sum(ext.reads(ext.fit(tr), te) == ext.gold[te]))
-            continue
-        train = [r for r, g in zip(rows, folds, strict=True) if g != f]
-        test = [r for r, g in zip(rows, folds, strict=True) if g == f]
+        test = np.flatnonzero(fold_of == f)
         scored += len(test)
-        if not test:
+        if not len(test):
             continue
-        rule = fit_rule(kind, train, key, few=few)
-        if rule is None:
-            continue
-        hits += _hits(rule, test)
+        rule = fits.fit(np.flatnonzero(fold_of != f))
+        if rule is not None:
+            hits += fits.hits(rule, test)
     return hits / scored if scored else 0.0
 
 
@@ -396,8 +418,12 @@ def net_gain(rule: ReadingRule, rows: Sequence[Row], harm_weight: float = HARM_W
 
     Answers fixed count +1, answers broken count ``-harm_weight``.
     """
+    return _net(rows, read_all(rule, rows), harm_weight)
+
+
+def _net(rows: Iterable[Row], read: Iterable[int], harm_weight: float) -> float:
     net = 0.0
-    for r, opt in zip(rows, read_all(rule, rows), strict=True):
+    for r, opt in zip(rows, read, strict=True):
         if r.current is None or opt < 0 or opt == r.current:
             continue
         if opt == r.gold:
@@ -437,21 +463,23 @@ def tune_margin(rule: ReadingRule, rows: Sequence[Row], k: int = 5) -> ReadingRu
         return rule
     k = min(k, len(rows))
     folds = [_fold(r.qid, k) for r in rows] if k >= 2 else []
-    if rule.kind == "extremum":
-        return tune_extremum(rule, rows, grid, folds, HARM_WEIGHT)
-    refits: list[tuple[ReadingRule, list[Row]]] = []
+    fits = _Fits(rule.kind, rows, _base_key(rule))
+    fold_of = np.asarray(folds)
+    refits: list[tuple[ReadingRule, np.ndarray]] = []
     for f in range(k if folds else 0):
-        train = [r for r, g in zip(rows, folds, strict=True) if g != f]
-        test = [r for r, g in zip(rows, folds, strict=True) if g == f]
-        refit = fit_rule(rule.kind, train, _base_key(rule)) if test else None
+        test = np.flatnonzero(fold_of == f)
+        refit = fits.fit(np.flatnonzero(fold_of != f)) if len(test) else None
         if refit is not None:
             refits.append((refit, test))
+    every = np.arange(len(rows))
     best, best_net = rule, None
     for m in grid:
         if refits:
-            net = sum(net_gain(replace(refit, margin=m), test) for refit, test in refits)
+            net = sum(
+                fits.net(replace(refit, margin=m), test, HARM_WEIGHT) for refit, test in refits
+            )
         else:
-            net = net_gain(replace(rule, margin=m), rows)
+            net = fits.net(replace(rule, margin=m), every, HARM_WEIGHT)
         if best_net is None or net > best_net:
             best, best_net = replace(rule, margin=m), net
     return best
