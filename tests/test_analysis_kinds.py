@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tsevo import analysis
+from tsevo.agent import StageStep
 from tsevo.analysis._runs import open_run
 from tsevo.library.library import Library
 from tsevo.library.reading import apply_rule, branch_reading
@@ -35,6 +36,25 @@ def test_branch_reading_names_the_branch_that_read() -> None:
         assert reading == apply_rule(rule, outputs, opts)
 
 
+def _step(decision: str, answer_in: int, answer_out: int) -> StageStep:
+    return StageStep(1, ("t1", "t2"), (), decision, "", answer_in, answer_out, ("t1",))
+
+
+def test_stage_effect_counts_what_the_stage_made_of_a_reading() -> None:
+    """A reading the stage did not follow is overruled, whatever it named."""
+    cases = [
+        (_step("replace", 0, 2), None, "abstained"),
+        (_step("replace", 0, 2), 2, "replaced"),
+        (_step("keep", 1, 1), 1, "kept"),
+        (_step("replace", 0, 2), 1, "overruled"),  # a more confident tool named option 2
+        (_step("replace", 0, 2), 0, "overruled"),  # it kept option 0; another tool replaced it
+        (_step("no_decision", 0, 0), 1, "overruled"),  # equally confident tools disagreed
+        (_step("no_decision", 0, 0), 0, "kept"),  # ... the incoming answer stays, as it said
+    ]
+    for step, option, effect in cases:
+        assert analysis.stage_effect(step, option) == effect
+
+
 def test_kinds_table_lists_the_planned_kinds(tiny_run: Path) -> None:
     k = analysis.kinds_table(tiny_run)
     assert list(k.columns) == analysis.KINDS_COLUMNS
@@ -59,7 +79,7 @@ def test_branch_effects_count_what_the_reviewer_decided(tiny_run: Path, split: s
     b = analysis.branch_effects(tiny_run, split=split)
     assert list(b.columns) == analysis.BRANCH_EFFECTS_COLUMNS
     assert len(b) > 0
-    assert (b["questions"] == b["abstained"] + b["kept"] + b["replaced"]).all()
+    assert (b["questions"] == b[["abstained", "kept", "replaced", "overruled"]].sum(axis=1)).all()
     assert (b["helped"] + b["harmed"] <= b["replaced"]).all()
     assert b["template"].str.len().gt(0).all() and (b["votes"] >= 1).all()
     # each branch is the planned branch of a served kind: its template and its measurement
@@ -95,11 +115,12 @@ def test_branch_effects_count_what_the_reviewer_decided(tiny_run: Path, split: s
             if step.decision == "replace":
                 decided["helped"] += int(step.answer_out == gold)
                 decided["harmed"] += int(step.answer_in == gold)
-    got = b[["abstained", "kept", "replaced", "helped", "harmed"]].sum()
+    got = b[["abstained", "kept", "replaced", "overruled", "helped", "harmed"]].sum()
     assert got.to_dict() == {
         "abstained": decided["no_decision"],
         "kept": decided["keep"],
         "replaced": decided["replace"],
+        "overruled": 0,  # alone in its stage, a tool is never overruled
         "helped": decided["helped"],
         "harmed": decided["harmed"],
     }

@@ -12,7 +12,8 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
   :func:`buckets_table`, :func:`contracts_table`, :func:`attempts_table`, :func:`candidate_source`,
   :func:`calibration_table`, :func:`repairs_table`
 * question kinds and composite tools: :func:`kinds_table` (each kind recovered from the wording
-  and what the planner did with it), :func:`branch_effects` (what each branch read on a split)
+  and what the planner did with it), :func:`branch_effects` (what each branch read on a split and what its stage made
+  of it, :func:`stage_effect`)
 * the gate: :func:`gate_df`, :func:`paired_table`, :func:`paired_rows`, :func:`prune_df`
 * the report-only test and summaries: :func:`test_deltas`, :func:`run_summary`,
   :func:`summary_text`, :func:`run_text`, :func:`run_metrics`, :func:`suite_metrics`
@@ -66,7 +67,13 @@ from .gate import (
     paired_table,
     prune_df,
 )
-from .kinds import BRANCH_EFFECTS_COLUMNS, KINDS_COLUMNS, branch_effects, kinds_table
+from .kinds import (
+    BRANCH_EFFECTS_COLUMNS,
+    KINDS_COLUMNS,
+    branch_effects,
+    kinds_table,
+    stage_effect,
+)
 from .marachain import (
     CHAIN_DIFFS_COLUMNS,
     CHAIN_FUNNEL_ORDER,
@@ -218,6 +225,7 @@ __all__ = [
     "run_text",
     "selection_optimism_df",
     "solver_table",
+    "stage_effect",
     "suite_metrics",
     "summary_text",
     "taxonomy_answer_rows",

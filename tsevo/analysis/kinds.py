@@ -17,13 +17,20 @@ from typing import Any
 
 import pandas as pd
 
+from tsevo.agent import StageStep
 from tsevo.library.reading import branch_reading
 from tsevo.library.tool import ReadingRule, Tool
 from tsevo.roles.builtin.composite import Branch
 
 from ._runs import Run, library_or_none, load_records, open_run, run_suite
 
-__all__ = ["BRANCH_EFFECTS_COLUMNS", "KINDS_COLUMNS", "branch_effects", "kinds_table"]
+__all__ = [
+    "BRANCH_EFFECTS_COLUMNS",
+    "KINDS_COLUMNS",
+    "branch_effects",
+    "kinds_table",
+    "stage_effect",
+]
 
 _BRANCH_PREFIX = re.compile(r"^b\d+(p\d+)?_")
 KINDS_COLUMNS = [
@@ -32,7 +39,7 @@ KINDS_COLUMNS = [
 ]  # fmt: skip
 BRANCH_EFFECTS_COLUMNS = [
     "tool_id", "branch", "template", "measurement", "votes", "source", "questions", "abstained",
-    "kept", "replaced", "helped", "harmed",
+    "kept", "replaced", "overruled", "helped", "harmed",
 ]  # fmt: skip
 
 
@@ -132,6 +139,21 @@ def _planned(
     return out
 
 
+def stage_effect(step: StageStep, option: int | None) -> str:
+    """What a stage made of one reading that named ``option`` (``None``: the reading abstained).
+
+    ``abstained``: it named no option; ``overruled``: the stage's outgoing answer is another one
+    (a more confident tool's reading, or equally confident tools that disagreed, which keeps the
+    incoming answer); ``kept``: it named the incoming answer and the stage kept it; ``replaced``:
+    the stage replaced the incoming answer by the option it named.
+    """
+    if option is None:
+        return "abstained"
+    if step.answer_out != option:
+        return "overruled"
+    return "kept" if option == step.answer_in else "replaced"
+
+
 def branch_effects(run: Run, round_: int | None = None, split: str = "test") -> pd.DataFrame:
     """Per branch of each composite tool in the library after the round: what it read on a split.
 
@@ -142,10 +164,13 @@ def branch_effects(run: Run, round_: int | None = None, split: str = "test") -> 
     Columns: ``tool_id, branch`` (1-based, in the tool's order), ``template`` (of the kind it was
     planned for), ``measurement`` and ``source`` (as planned, see :func:`kinds_table`), ``votes``
     (the measurements its deployed rule counts: a long composite's votes may be cut),
-    ``questions`` (where its outputs were present), ``abstained`` (it named no option: a vote short
-    of its quorum, a value in the abstain band), ``kept`` (it named the incoming answer),
-    ``replaced`` (another option), ``helped`` (replaced a wrong answer by the right one) and
-    ``harmed`` (replaced a right one).
+    ``questions`` (where its outputs were present), and what the stage made of its reading
+    (:func:`stage_effect`): ``abstained`` (it named no option: a vote short of its quorum, a value
+    in the abstain band), ``kept`` (it named the incoming answer, which the stage kept),
+    ``replaced`` (the stage answered the other option it named), ``overruled`` (the stage answered
+    otherwise: another tool in the same stage read more confidently, or equally confident tools
+    disagreed), ``helped`` (a replacement of a wrong answer by the right one) and ``harmed`` (of a
+    right one).
     """
     if split not in ("test", "val"):
         raise ValueError(f"split must be 'test' or 'val', not {split!r}")
@@ -187,12 +212,9 @@ def branch_effects(run: Run, round_: int | None = None, split: str = "test") -> 
                     continue
                 c = counts.setdefault((tool.id, i), dict.fromkeys(_COUNTS, 0))
                 c["questions"] += 1
-                if reading.option is None:
-                    c["abstained"] += 1
-                elif reading.option == step.answer_in:
-                    c["kept"] += 1
-                else:
-                    c["replaced"] += 1
+                effect = stage_effect(step, reading.option)
+                c[effect] += 1
+                if effect == "replaced":
                     c["helped"] += int(reading.option == q.gold)
                     c["harmed"] += int(step.answer_in == q.gold)
     plans = {
@@ -224,7 +246,7 @@ def branch_effects(run: Run, round_: int | None = None, split: str = "test") -> 
     return pd.DataFrame(rows, columns=BRANCH_EFFECTS_COLUMNS)
 
 
-_COUNTS = ("questions", "abstained", "kept", "replaced", "helped", "harmed")
+_COUNTS = ("questions", "abstained", "kept", "replaced", "overruled", "helped", "harmed")
 
 
 def _arm(store: Any, paths: Any, split: str) -> str | None:
