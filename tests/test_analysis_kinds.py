@@ -137,3 +137,31 @@ def test_a_round_with_no_plans_gives_empty_frames(tiny_run: Path) -> None:
     assert list(k.columns) == analysis.KINDS_COLUMNS and k.empty
     b = analysis.branch_effects(tiny_run, 2, split="val")
     assert list(b.columns) == analysis.BRANCH_EFFECTS_COLUMNS and b.empty
+
+
+def test_brief_measurement_names_the_branches_and_counts_the_rest() -> None:
+    """A composite's branch list is split outside brackets (parameters hold "; " too)."""
+    m = (
+        "composite(granger.p[pair; lag=2] ~ granger.p[pair]; acf.acf1; "
+        "xcorr.best_lag[pair; max_lag=0.1] ~ a.b ~ c.d; spikes.n[k=6.0])"
+    )
+    assert analysis.brief_measurement(m) == (
+        "composite of 4 branches: granger.p[pair; lag=2] (+1 peer); acf.acf1; "
+        "xcorr.best_lag[pair; max_lag=0.1] (+2 peers); … 1 more"
+    )
+    assert analysis.brief_measurement(m, branches=4).endswith("; spikes.n[k=6.0]")
+    assert analysis.brief_measurement("composite(acf.acf1)") == "composite of 1 branch: acf.acf1"
+    plain = "band_ratio.log_excess[qnum; fs=#0,hi1=#2]"
+    assert analysis.brief_measurement(plain) == plain
+
+
+def test_the_report_shows_composites_briefly(tiny_run: Path) -> None:
+    """The end-of-run text names each composite's branches in one short line."""
+    summary = analysis.run_summary(tiny_run)
+    text = analysis.summary_text(summary)
+    full = [t["measurement"] for rd in summary["rounds"] for t in rd["deployed"]]
+    composites = [m for m in full if m.startswith("composite(")]
+    assert composites, "tiny seed 5 deploys a composite tool"
+    assert text.count("composite of ") == len(composites)
+    assert not any(m in text for m in composites)
+    assert max(len(line) for line in text.splitlines()) < 400

@@ -16,7 +16,8 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
   of it, :func:`stage_effect`)
 * the gate: :func:`gate_df`, :func:`paired_table`, :func:`paired_rows`, :func:`prune_df`
 * the report-only test and summaries: :func:`test_deltas`, :func:`run_summary`,
-  :func:`summary_text`, :func:`run_text`, :func:`run_metrics`, :func:`suite_metrics`
+  :func:`summary_text` (a composite in brief: :func:`brief_measurement`), :func:`run_text`,
+  :func:`run_metrics`, :func:`suite_metrics`
 * the synthetic suite's ceiling: :func:`solver_table`
 * Mara chains: :func:`chain_nodes_df`, :func:`chain_scores_df` (and chain rows in
   :func:`funnel_df`); for inspection :func:`chains_df`, :func:`chain_lineage_df`,
@@ -93,7 +94,14 @@ from .marachain import (
     selection_optimism_df,
 )
 from .measurements import MEASUREMENTS_COLUMNS, measurements_df
-from .summary import run_metrics, run_summary, run_text, suite_metrics, summary_text
+from .summary import (
+    brief_measurement,
+    run_metrics,
+    run_summary,
+    run_text,
+    suite_metrics,
+    summary_text,
+)
 from .tables import (
     CALIBRATION_COLUMNS,
     CONTRACTS_COLUMNS,
@@ -184,6 +192,7 @@ __all__ = [
     "attempts_table",
     "base_pass_table",
     "branch_effects",
+    "brief_measurement",
     "buckets_table",
     "calibration_table",
     "candidate_source",

@@ -10,7 +10,14 @@ from tsevo.roles.llm.accounting import Accounting
 from ._runs import Run, library_or_none, open_run, rounds_in
 from .gate import gate_df
 
-__all__ = ["run_metrics", "run_summary", "run_text", "suite_metrics", "summary_text"]
+__all__ = [
+    "brief_measurement",
+    "run_metrics",
+    "run_summary",
+    "run_text",
+    "suite_metrics",
+    "summary_text",
+]
 
 _FUNNEL = [
     ("errors", "train errors"),
@@ -106,6 +113,45 @@ def _gate_brief(g: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: g.get(k) for k in _GATE_KEYS}
 
 
+def _top_level(text: str, sep: str) -> list[str]:
+    """``text`` split at ``sep`` outside brackets (a spec's parameters hold ``; `` too)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        c = text[i]
+        depth += (c in "([{") - (c in ")]}")
+        if depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            i += len(sep)
+            start = i
+            continue
+        i += 1
+    parts.append(text[start:])
+    return parts
+
+
+def brief_measurement(measurement: str, branches: int = 3) -> str:
+    """A contract measurement short enough for one line of a report.
+
+    A composite tool's measurement is its whole branch list, each branch its vote's members joined
+    by ``~`` (:func:`~tsevo.roles.builtin.composite.composite_measurement`), which is its identity
+    but runs to thousands of characters. Shown here: the number of branches, the first
+    ``branches`` branches' own measurements with a count of their peers, and how many more there
+    are. Any other measurement is returned as it is.
+    """
+    if not (measurement.startswith("composite(") and measurement.endswith(")")):
+        return measurement
+    parts = _top_level(measurement[len("composite(") : -1], "; ")
+    shown = []
+    for part in parts[:branches]:
+        members = _top_level(part, " ~ ")
+        peers = f" (+{len(members) - 1} peers)" if len(members) > 2 else ""
+        peers = " (+1 peer)" if len(members) == 2 else peers
+        shown.append(members[0] + peers)
+    more = f"; … {len(parts) - branches} more" if len(parts) > branches else ""
+    noun = "branch" if len(parts) == 1 else "branches"
+    return f"composite of {len(parts)} {noun}: " + "; ".join(shown) + more
+
+
 def _pct(x: float | None) -> str:
     return "   -  " if x is None else f"{100 * x:6.1f}"
 
@@ -135,7 +181,7 @@ def summary_text(summary: dict[str, Any]) -> str:
             lines.append(f"prune: {rd['prune']}")
         for t in rd["deployed"]:
             cal = " (calibrated)" if t["calibrated"] else ""
-            lines.append(f"  + {t['id']} [{t['kind']}] {t['measurement']}{cal}")
+            lines.append(f"  + {t['id']} [{t['kind']}] {brief_measurement(t['measurement'])}{cal}")
         lines += _test_lines(rd["test"])
         if rd.get("llm"):
             lines.append(
