@@ -165,3 +165,11 @@ def test_the_report_shows_composites_briefly(tiny_run: Path) -> None:
     assert text.count("composite of ") == len(composites)
     assert not any(m in text for m in composites)
     assert max(len(line) for line in text.splitlines()) < 400
+    k = analysis.kinds_table(tiny_run)
+    recovered, served = k["template"].nunique(), k.loc[k["served"], "template"].nunique()
+    assert summary["rounds"][0]["kinds"] == {"recovered": recovered, "served": served}
+    assert 0 < served < recovered
+    assert (
+        f"question kinds in composite plans: {recovered} recovered from wording, {served} given "
+        "a branch by the planner" in text
+    )

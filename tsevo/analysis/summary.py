@@ -9,6 +9,7 @@ from tsevo.roles.llm.accounting import Accounting
 
 from ._runs import Run, library_or_none, open_run, rounds_in
 from .gate import gate_df
+from .kinds import kinds_table
 
 __all__ = [
     "brief_measurement",
@@ -50,8 +51,8 @@ def run_summary(run: Run) -> dict[str, Any]:
     """Everything the end-of-run summary shows, as JSON-friendly data.
 
     Keys: ``run``, ``config``, ``manifest``, ``rounds`` (per round: status, reason, funnel, gate,
-    final gate, prune outcome, deployed artifacts, per-task report-only test table, diagnostic test,
-    timings, LLM accounting), ``library`` (the deployed chain's artifacts) and ``llm`` (the whole
+    final gate, prune outcome, deployed artifacts, the question kinds of its composite plans,
+    per-task report-only test table, diagnostic test, timings, LLM accounting), ``library`` (the deployed chain's artifacts) and ``llm`` (the whole
     run's LLM accounting, or None).
     """
     store = open_run(run)
@@ -75,6 +76,7 @@ def run_summary(run: Run) -> dict[str, Any]:
                 )
         gate = d.get("final_gate") or d.get("gate")
         llm = store.read_json_or(paths.llm_accounting)
+        kinds = kinds_table(store, r)
         rounds.append(
             {
                 "round": r,
@@ -85,6 +87,12 @@ def run_summary(run: Run) -> dict[str, Any]:
                 "final_gate": _gate_brief(gate),
                 "prune": (d.get("pruned") or {}).get("outcome"),
                 "deployed": deployed,
+                # question kinds recovered from wording in composite plans (their templates), and
+                # how many of them a planned branch serves (analysis.kinds_table has each)
+                "kinds": {
+                    "recovered": int(kinds["template"].nunique()),
+                    "served": int(kinds.loc[kinds["served"], "template"].nunique()),
+                },
                 "test": store.read_json_or(paths.test),
                 "timings": store.read_json_or(paths.timings, {}),
                 "llm": llm["accounting"] if llm is not None else None,
@@ -179,6 +187,12 @@ def summary_text(summary: dict[str, Any]) -> str:
             )
         if rd["prune"]:
             lines.append(f"prune: {rd['prune']}")
+        kinds = rd.get("kinds") or {}
+        if kinds.get("recovered"):
+            lines.append(
+                f"question kinds in composite plans: {kinds['recovered']} recovered from wording, "
+                f"{kinds['served']} given a branch by the planner (analysis.kinds_table)"
+            )
         for t in rd["deployed"]:
             cal = " (calibrated)" if t["calibrated"] else ""
             lines.append(f"  + {t['id']} [{t['kind']}] {brief_measurement(t['measurement'])}{cal}")
