@@ -196,6 +196,10 @@ def test_library_browser_lists_the_deployed_artifacts(tiny_run: Path) -> None:
     assert list(w.stage.options) == ["(all)", 1]  # the empty root stage has no artifact
     w.stage.value = 1
     assert len(w.artifacts.options) == len(deployed)
+    # a composite's label names its branches in brief, not its whole branch list
+    labels = [label for label, _ in w.artifacts.options]
+    assert any(" · composite of " in label for label in labels)
+    assert not any("composite(" in label for label in labels)
     assert repr(w) == f"LibraryBrowser({len(deployed)} artifacts in 1 stage(s))"
 
 

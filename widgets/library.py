@@ -13,7 +13,7 @@ from typing import Any
 
 import ipywidgets as ipw
 
-from tsevo.analysis import tools_df
+from tsevo.analysis import brief_measurement, tools_df
 
 from ._render import draw_calibration_tree, esc, figure_png, img_tag, table_html, tool_html
 
@@ -33,9 +33,10 @@ def filter_tools(tools: Any, *, stage: int | None = None, kind: str | None = Non
 
 
 def tool_label(row: Mapping[str, Any]) -> str:
-    """The one-line label of an artifact in the list."""
+    """The one-line label of an artifact in the list (a composite's branch list in brief)."""
     cal = " · calibrated" if row.get("calibrated") else ""
-    return f"stage {row['stage']} · {row['id']} · {row['kind']} · {row.get('measurement', '')}{cal}"
+    m = brief_measurement(str(row.get("measurement") or ""))
+    return f"stage {row['stage']} · {row['id']} · {row['kind']} · {m}{cal}"
 
 
 def tool_panel_html(row: Mapping[str, Any]) -> str:
