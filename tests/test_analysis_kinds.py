@@ -14,6 +14,7 @@ from tsevo.analysis._runs import open_run
 from tsevo.library.library import Library
 from tsevo.library.reading import apply_rule, branch_reading
 from tsevo.library.tool import ReadingRule
+from tsevo.roles.builtin.composite import composite_branches
 
 
 def _label(key: str) -> ReadingRule:
@@ -162,6 +163,10 @@ def test_the_report_shows_composites_briefly(tiny_run: Path) -> None:
     full = [t["measurement"] for rd in summary["rounds"] for t in rd["deployed"]]
     composites = [m for m in full if m.startswith("composite(")]
     assert composites, "tiny seed 5 deploys a composite tool"
+    for m in composites:  # the branch list reads back into the string it came from
+        parts = composite_branches(m)
+        assert parts is not None and len(parts) >= 1
+        assert "composite(" + "; ".join(" ~ ".join(b) for b in parts) + ")" == m
     assert text.count("composite of ") == len(composites)
     assert not any(m in text for m in composites)
     assert max(len(line) for line in text.splitlines()) < 400

@@ -12,8 +12,8 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
   :func:`buckets_table`, :func:`contracts_table`, :func:`attempts_table`, :func:`candidate_source`,
   :func:`calibration_table`, :func:`repairs_table`
 * question kinds and composite tools: :func:`kinds_table` (each kind recovered from the wording
-  and what the planner did with it), :func:`branch_effects` (what each branch read on a split and what its stage made
-  of it, :func:`stage_effect`)
+  and what the planner did with it), :func:`branch_effects` (what each branch read on a split and
+  what its stage made of it, :func:`stage_effect`)
 * the gate: :func:`gate_df`, :func:`paired_table`, :func:`paired_rows`, :func:`prune_df`
 * the report-only test and summaries: :func:`test_deltas`, :func:`run_summary`,
   :func:`summary_text` (a composite in brief: :func:`brief_measurement`), :func:`run_text`,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tsevo.data import Suite
+from tsevo.roles.builtin.composite import composite_branches
 from tsevo.roles.llm.accounting import Accounting
 
 from ._runs import Run, library_or_none, open_run, rounds_in
@@ -52,8 +53,8 @@ def run_summary(run: Run) -> dict[str, Any]:
 
     Keys: ``run``, ``config``, ``manifest``, ``rounds`` (per round: status, reason, funnel, gate,
     final gate, prune outcome, deployed artifacts, the question kinds of its composite plans,
-    per-task report-only test table, diagnostic test, timings, LLM accounting), ``library`` (the deployed chain's artifacts) and ``llm`` (the whole
-    run's LLM accounting, or None).
+    per-task report-only test table, diagnostic test, timings, LLM accounting), ``library`` (the
+    deployed chain's artifacts) and ``llm`` (the whole run's LLM accounting, or None).
     """
     store = open_run(run)
     layout = store.layout
@@ -121,22 +122,6 @@ def _gate_brief(g: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: g.get(k) for k in _GATE_KEYS}
 
 
-def _top_level(text: str, sep: str) -> list[str]:
-    """``text`` split at ``sep`` outside brackets (a spec's parameters hold ``; `` too)."""
-    parts, depth, start, i = [], 0, 0, 0
-    while i < len(text):
-        c = text[i]
-        depth += (c in "([{") - (c in ")]}")
-        if depth == 0 and text.startswith(sep, i):
-            parts.append(text[start:i])
-            i += len(sep)
-            start = i
-            continue
-        i += 1
-    parts.append(text[start:])
-    return parts
-
-
 def brief_measurement(measurement: str, branches: int = 3) -> str:
     """A contract measurement short enough for one line of a report.
 
@@ -146,15 +131,13 @@ def brief_measurement(measurement: str, branches: int = 3) -> str:
     ``branches`` branches' own measurements with a count of their peers, and how many more there
     are. Any other measurement is returned as it is.
     """
-    if not (measurement.startswith("composite(") and measurement.endswith(")")):
+    parts = composite_branches(measurement)
+    if parts is None:
         return measurement
-    parts = _top_level(measurement[len("composite(") : -1], "; ")
     shown = []
-    for part in parts[:branches]:
-        members = _top_level(part, " ~ ")
-        peers = f" (+{len(members) - 1} peers)" if len(members) > 2 else ""
-        peers = " (+1 peer)" if len(members) == 2 else peers
-        shown.append(members[0] + peers)
+    for members in parts[:branches]:
+        n = len(members) - 1
+        shown.append(members[0] + (f" (+{n} peer{'s' * (n > 1)})" if n else ""))
     more = f"; … {len(parts) - branches} more" if len(parts) > branches else ""
     noun = "branch" if len(parts) == 1 else "branches"
     return f"composite of {len(parts)} {noun}: " + "; ".join(shown) + more

@@ -40,6 +40,7 @@ __all__ = [
     "Branch",
     "Peer",
     "branch_rule",
+    "composite_branches",
     "composite_card",
     "composite_doc",
     "composite_measurement",
@@ -116,7 +117,7 @@ class Branch:
 
     def describe(self) -> str:
         """The measurement it reads, e.g. ``trend.slope_sigma[window2]`` (peers after ``~``)."""
-        return " ~ ".join(m.describe() for m in self.members())
+        return _MEMBER_SEP.join(m.describe() for m in self.members())
 
     def members(self) -> tuple[Peer, ...]:
         """Its own measurement and rule, then its peers'."""
@@ -156,9 +157,40 @@ class Branch:
         )
 
 
+_BRANCH_SEP, _MEMBER_SEP = "; ", " ~ "
+
+
 def composite_measurement(branches: Sequence[Branch]) -> str:
     """The contract measurement of a composite tool: its branch list, in order."""
-    return "composite(" + "; ".join(b.describe() for b in branches) + ")"
+    return "composite(" + _BRANCH_SEP.join(b.describe() for b in branches) + ")"
+
+
+def composite_branches(measurement: str) -> list[list[str]] | None:
+    """:func:`composite_measurement` read back: per branch, its members' measurements, in order.
+
+    ``None`` where ``measurement`` is not a composite's. Separators inside a spec's brackets (its
+    parameters, ``granger.p[pair; lag=2]``) are not split on.
+    """
+    if not (measurement.startswith("composite(") and measurement.endswith(")")):
+        return None
+    body = measurement[len("composite(") : -1]
+    return [_top_level(b, _MEMBER_SEP) for b in _top_level(body, _BRANCH_SEP)]
+
+
+def _top_level(text: str, sep: str) -> list[str]:
+    """``text`` split at ``sep`` outside brackets."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        c = text[i]
+        depth += (c in "([{") - (c in ")]}")
+        if depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            i += len(sep)
+            start = i
+            continue
+        i += 1
+    parts.append(text[start:])
+    return parts
 
 
 def _prefixed(rule: ReadingRule, p: str) -> ReadingRule:
