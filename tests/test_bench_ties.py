@@ -52,3 +52,26 @@ def test_a_cropped_copy_drops_only_the_end_of_every_series():
     for bad in (-0.1, 1.0):
         with pytest.raises(ValueError, match="crop share"):
             cropped_copy(v, bad)
+
+
+def test_the_learned_benchs_left_out_ties_come_from_the_search_it_is_asked_for():
+    from dataclasses import replace
+
+    from tests.bench.kind_search import ties_of
+    from tests.bench.mixed_ties_learned import _inner_ties
+    from tests.test_kindplan import _ex
+    from tsevo.roles.builtin import MeasurementPlanner
+    from tsevo.roles.builtin.kindplan import KindPlanSettings, _search
+
+    text = "Is there an upward trend in X?"
+    rows = [_ex(f"r{i}", text, i % 2 == 0, i) for i in range(5)]
+    words = frozenset({"upward", "trend"})
+    settings = KindPlanSettings()
+    planner = MeasurementPlanner()
+    whole = _inner_ties(planner, rows, words, settings, planned=False)
+    assert whole and whole == ties_of(planner.rank(rows, few=True, words=words)[2])
+    planned = _inner_ties(planner, rows, words, settings, planned=True)
+    found = _search(planner, rows, words, replace(settings, peers=1_000_000), {})
+    assert found is not None and planned == ties_of([found[0], *found[2]])
+    # two searches, two tie sets (the planner's reads the rules the options fix first)
+    assert planned and planned != whole

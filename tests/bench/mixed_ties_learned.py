@@ -1,7 +1,7 @@
 """A tie-break learned across question kinds on one seed's train rows, as JSON.
 
 ``python -m tests.bench.mixed_ties_learned [--fit-seeds ...] [--eval-seeds ...] [--cache DIR]
-[--primitives] [--out runs/bench/mixed-ties-learned.json]``
+[--primitives] [--planned] [--out runs/bench/mixed-ties-learned.json]``
 
 A diagnostic for issue 11 (development seeds only). :mod:`tests.bench.mixed_ties` compares
 hand-made tie-breaks among the measurements that read a kind's 3-6 train rows equally well. This
@@ -18,8 +18,12 @@ sd over fit seeds): ``first`` and ``quorum`` (the shipped order's first tie, the
 ``learned_first`` (the model's first tie) and ``learned`` votes of its first ``k`` ties answering
 where ``share`` of them agree (the points of ``mixed_ties``' ``frontier``, to compare with it).
 
+``--planned``: the ties of the kind planner's own search (concept groups first, the planner's
+screen; :func:`tests.bench.kind_search.kind_ties`), for every kind and every left-out row, instead
+of the whole catalog's: the search a round runs (``mixed_ties --planned``).
+
 About 10 minutes on 2 cores with the measurements cached (``--cache``, shared with
-``mixed_ties``): every kind is ranked once per train row.
+``mixed_ties``): every kind is ranked once per train row (``--planned``: about 2-6 minutes).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sklearn.feature_extraction import DictVectorizer
@@ -38,6 +43,7 @@ from tests.bench.mixed_ceiling import _ms
 from tests.bench.mixed_ties import (
     _STATE,
     FRONTIER,
+    PLANNED,
     QUORUM,
     _frontier,
     _readings,
@@ -49,7 +55,7 @@ from tests.bench.mixed_ties import (
 from tsevo.library.primitives import CATALOG
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.concepts import relevance
-from tsevo.roles.builtin.kindplan import KindPlanSettings
+from tsevo.roles.builtin.kindplan import KindPlanSettings, _search
 
 #: The learned order's votes scored: the frontier points of ``mixed_ties`` with 1-17 members.
 POINTS = tuple(p for p, (k, share) in FRONTIER.items() if k <= 17 and 0.6 <= share <= 0.8)
@@ -79,17 +85,28 @@ def _features(
     return out
 
 
+def _inner_ties(
+    planner: Any, rest: list[Any], words: frozenset[str], settings: KindPlanSettings, planned: bool
+) -> list[Any]:
+    """The ties of a search on a kind's rows but one: the whole catalog's, or the planner's own."""
+    if not planned:
+        return ties_of(planner.rank(rest, few=True, words=words)[2])
+    found = _search(planner, rest, words, replace(settings, peers=1_000_000), {})
+    return ties_of([found[0], *found[2]]) if found is not None else []
+
+
 def one_seed(seed: int) -> dict[str, Any]:
     """Fit the tie model on the seed's left-out train rows; score its order on the eval seeds."""
     train, ev, primitives = _STATE["train"][seed], _STATE["ev"], _STATE["primitives"]
+    planned = bool(_STATE.get("planned"))
     settings = KindPlanSettings()
-    planner = full_planner(train)
+    planner = full_planner(train, whole=not planned)
     x: list[dict[str, float]] = []
     y: list[int] = []
     w: list[float] = []
     served = {}
     for kind, rows in by_kind(train).items():
-        got = kind_ties(planner, rows, settings)
+        got = kind_ties(planner, rows, settings, planned=planned)
         if got is None:
             continue
         if got.served and ev.get(kind):
@@ -97,7 +114,7 @@ def one_seed(seed: int) -> dict[str, Any]:
             served[kind] = (feats, _readings(got.ties, ev[kind]))
         for j in range(len(got.ex) if len(got.ex) >= 4 else 0):
             rest = [*got.ex[:j], *got.ex[j + 1 :]]
-            inner = ties_of(planner.rank(rest, few=True, words=got.words)[2])
+            inner = _inner_ties(planner, rest, got.words, settings, planned)
             right = [int(p[0] == rows[j]["gold"]) for p in _readings(inner, [rows[j]])]
             if len(set(right)) < 2:
                 continue  # every tie reads the row alike: nothing to learn from it
@@ -134,9 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         argv,
         __doc__.splitlines()[0],
         "mixed-ties-learned.json",
-        flags=[("--primitives", "each tie's primitive and catalog group as features too")],
+        flags=[
+            ("--primitives", "each tie's primitive and catalog group as features too"),
+            ("--planned", PLANNED),
+        ],
     )
-    _STATE["primitives"] = args.primitives
+    _STATE.update(primitives=args.primitives, planned=args.planned)
     ev = split_state(parts, fit, evs)
     with forked_pool(args.workers) as pool:
         results = list(pool.map(one_seed, fit))
@@ -158,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "eval_seeds": evs,
         "eval_questions": n_ev,
         "primitives": _STATE["primitives"],
+        "search": "planned" if args.planned else "whole catalog",
         "levels": levels,
         "seconds": round(time.perf_counter() - t0, 1),
         "per_seed": {str(r["seed"]): {k: v for k, v in r.items() if k != "seed"} for r in results},
