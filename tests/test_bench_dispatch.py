@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from tests.bench.mixed_dispatch import CAUSES, cause, summarize
+import numpy as np
+
+from tests.bench.mixed_dispatch import CAUSES, cause, per_phrasing, summarize
+from tsevo.data import Question
+from tsevo.library.tool import Matcher, ReadingRule, question_tokens
+from tsevo.roles.builtin.composite import Branch
+from tsevo.roles.builtin.measure import Spec
 
 # recovered kinds: id, require, forbid, the true kind most members are
 KINDS = [
@@ -48,6 +54,8 @@ def test_summary_nets_each_cause_over_all_eval_answers():
             "base_right": base,
             "given_right": given,
             "recovered_right": rec,
+            "given_words_right": rec,
+            "given_per_phrasing_right": given,
             "cause": c,
         }
 
@@ -70,3 +78,46 @@ def test_summary_nets_each_cause_over_all_eval_answers():
     assert doc["gain_pp"]["given"]["mean"] == 25.0 + 25.0
     assert doc["gain_pp"]["recovered"]["mean"] == 0.0 + 25.0
     assert doc["kinds_net_questions"] == {"b": 2, "a": -1}
+    # harmed: right before, wrong after (the both_served row under the given plan)
+    assert doc["harmed_pct"]["given"]["mean"] == 25.0
+    assert doc["harmed_pct"]["recovered"]["mean"] == 0.0
+    assert doc["gain_pp"]["given_words"] == doc["gain_pp"]["recovered"]
+    assert doc["harmed_pct"]["given_per_phrasing"] == doc["harmed_pct"]["given"]
+
+
+def _row(qid: str, text: str, kind: str) -> dict[str, object]:
+    y = np.linspace(0.0, 1.0, 64) + 0.01 * np.arange(64) % 3
+    q = Question(
+        id=qid,
+        source="test",
+        task="mixed",
+        question=text,
+        options=("Yes", "No"),
+        series={"X": y},
+        primary=("X",),
+        gold=0,
+    )
+    return {"id": qid, "q": q, "kind": kind, "gold": 0, "base": 1}
+
+
+def test_a_given_kinds_branch_is_copied_once_per_recovered_phrasing_on_its_own_words():
+    a1 = "Is there an upward trend in X?"
+    a2 = "Does X trend upward as time goes on?"
+    b1 = "Is the spread of X constant over time?"
+    train = [
+        _row("1", a1, "up"),
+        _row("2", a1, "up"),
+        _row("3", a2, "up"),
+        _row("4", b1, "spread"),
+    ]
+    rule = ReadingRule("label", key="slope", bins=(0.0,), labels=("no", "yes"))
+    up = Branch(("up",), (), (), Spec("trend"), ("slope",), rule)
+    copies = per_phrasing([up], train)
+    assert len(copies) == 2  # the kind's two phrasings; the other kind's phrasing gets none
+    assert {c.spec for c in copies} == {up.spec} and all(c.kinds == ("up",) for c in copies)
+    fires = [
+        [Matcher(require=c.require, forbid=c.forbid).matches(question_tokens(t)) for t in (a1, a2)]
+        for c in copies
+    ]
+    assert sorted(fires) == [[False, True], [True, False]]  # each copy on its own phrasing only
+    assert not any(Matcher(require=c.require).matches(question_tokens(b1)) for c in copies)

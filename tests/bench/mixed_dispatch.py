@@ -24,7 +24,11 @@ each, and where one is right and the other wrong, the recovered plan's side is c
 * ``other``: anything else (its phrasing's kind has a branch that no longer reaches it).
 
 Reported per cause: how many questions each plan gets right that the other does not, and the net in
-pp of all eval questions; and per true kind the same net.
+pp of all eval questions; and per true kind the same net. Two more arms read the plan made on the
+given kinds as a composite built on wording would have to dispatch it (gain and share harmed of
+every arm in ``gain_pp`` and ``harmed_pct``): ``given_words``, each branch dispatched on the words
+all its kind's train phrasings share; ``given_per_phrasing``, one copy of each branch per phrasing
+recovered from the kind's train rows, on that phrasing's own words (:func:`per_phrasing`).
 """
 
 from __future__ import annotations
@@ -33,16 +37,21 @@ import json
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tests.bench import git_commit
-from tests.bench.mixed_ceiling import _ms, answer, dispatched, plan_all
+from tests.bench.mixed_ceiling import _examples, _ms, answer, dispatched, plan_all
 from tests.bench.mixed_ties import _STATE, measured_seeds
 from tsevo.fileio import atomic_write_text
 from tsevo.library.tool import Matcher, question_tokens
 from tsevo.procs import forked_pool
+from tsevo.roles.builtin.composite import Branch
 from tsevo.roles.builtin.kinds import KindIndex
+
+#: The plans and dispatches compared (``<arm>_right`` per eval row).
+ARMS = ("given", "recovered", "given_words", "given_per_phrasing")
 
 CAUSES = (
     "unseen_phrasing",
@@ -108,10 +117,24 @@ def _recovered_kinds(
     return out
 
 
+def per_phrasing(branches: Sequence[Branch], train: Sequence[dict[str, Any]]) -> list[Branch]:
+    """Each given kind's branch copied once per recovered phrasing of it, on that phrasing's words."""
+    ex = _examples(train)
+    words = KindIndex(e.question for e in ex)
+    kinds = _recovered_kinds(words, {r["id"]: r["kind"] for r in train})
+    return [
+        replace(b, require=require, forbid=forbid)
+        for b in branches
+        for _, require, forbid, top in kinds
+        if top == b.kinds[0]
+    ]
+
+
 def one_seed(seed: int) -> dict[str, Any]:
     """Both plans on one fit seed's train rows; every eval question's answers and cause."""
     train = _STATE["train"][seed]
     given, _, _ = plan_all(train, given=True)
+    copies = per_phrasing(given, train)
     recovered, index, report = plan_all(train)
     kinds = _recovered_kinds(index, {r["id"]: r["kind"] for r in train})
     rows = []
@@ -129,6 +152,8 @@ def one_seed(seed: int) -> dict[str, Any]:
                 "base_right": r["base"] == r["gold"],
                 "given_right": right_g,
                 "recovered_right": right_r,
+                "given_words_right": answer(given, r) == r["gold"],
+                "given_per_phrasing_right": answer(copies, r) == r["gold"],
                 "cause": c,
             }
         )
@@ -140,12 +165,15 @@ def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     n = sum(len(res["rows"]) for res in results)
     per_cause: dict[str, Counter[str]] = {c: Counter() for c in CAUSES}
     per_kind: dict[str, int] = defaultdict(int)
-    gains: dict[str, list[float]] = {"given": [], "recovered": []}
+    gains: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    harms: dict[str, list[float]] = {arm: [] for arm in ARMS}
     for res in results:
         rows = res["rows"]
         for arm in gains:
             won = sum(int(x[f"{arm}_right"]) - int(x["base_right"]) for x in rows)
             gains[arm].append(100 * won / len(rows))
+            lost = sum(int(x["base_right"] and not x[f"{arm}_right"]) for x in rows)
+            harms[arm].append(100 * lost / len(rows))
         for x in rows:
             if x["cause"] is None:
                 continue
@@ -163,6 +191,7 @@ def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {
         "eval_answers": n,
         "gain_pp": {arm: _ms(v, 2) for arm, v in gains.items()},
+        "harmed_pct": {arm: _ms(v, 2) for arm, v in harms.items()},
         "gap_pp": round(sum(c["net_pp"] for c in causes.values()), 2),
         "causes": causes,
         "kinds_net_questions": dict(sorted(per_kind.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -189,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, json.dumps(doc, indent=1) + "\n")
-    print(json.dumps({k: doc[k] for k in ("gain_pp", "gap_pp", "causes")}, indent=1))
+    print(json.dumps({k: doc[k] for k in ("gain_pp", "harmed_pct", "gap_pp", "causes")}, indent=1))
     return 0
 
 
