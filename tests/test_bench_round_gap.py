@@ -53,3 +53,11 @@ def test_score_counts_gain_and_harm_over_the_base_answer_in_pp():
     ]
     assert score([_branch("alpha")], rows) == (0.0, 25.0)
     assert score([], rows) == (0.0, 0.0)
+
+
+def test_score_with_given_kinds_sends_each_question_to_its_own_kinds_branch():
+    # a branch of kind "alpha" whose words the question lacks: only the given kind reaches it
+    alpha = Branch(("alpha",), ("never",), (), TREND, ("slope",), _branch("alpha").rule)
+    rows = [_row("alpha", 1.0, gold=1, base=0), _row("omega", 1.0, gold=1, base=0)]
+    assert score([alpha], rows) == (0.0, 0.0)
+    assert score([alpha], rows, given=True) == (50.0, 0.0)

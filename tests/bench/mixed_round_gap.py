@@ -10,7 +10,11 @@ the library. Per seed this bench plans one composite of kinds recovered from wor
 train row of the seed (:func:`~tests.bench.mixed_ceiling.plan_all`: no buckets, nothing held out)
 and answers the same seed's test questions with it, as planned (``one_dossier``) and after the
 round's reconcile rule applied on the seed's validation questions (``reconciled``: a branch that
-harmed at least one validation question and helped no more is dropped). Gains and harm are pp of
+harmed at least one validation question and helped no more is dropped). Two more arms plan the one
+dossier on the generator's kinds (which no role sees): ``given_kinds`` sends each test question to
+its own kind's branch, ``given_per_phrasing`` copies each branch once per phrasing recovered from
+the kind's train rows, dispatched on that phrasing's words (what a round could do if it merged the
+phrasings of one question perfectly). Gains and harm are pp of
 the seed's test questions over the base answerer, paired per seed with the round's own figures from
 a :mod:`tests.bench.seeds` JSON of the same seeds (``--rounds``).
 
@@ -32,6 +36,7 @@ from typing import Any
 from tests.bench import git_commit
 from tests.bench.kind_search import with_questions, write_doc
 from tests.bench.mixed_ceiling import ROOT, _ms, answer, dispatched, plan_all
+from tests.bench.mixed_dispatch import per_phrasing
 from tests.bench.mixed_ties import _STATE, _measured, _score
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.composite import Branch
@@ -39,9 +44,20 @@ from tsevo.roles.builtin.composite import Branch
 SEEDS = (104, 105, 106, 107, 108, 109, 110, 111)
 
 
-def score(branches: Sequence[Branch], rows: Sequence[dict[str, Any]]) -> tuple[float, float]:
-    """(gain, harmed) in pp of ``rows`` of the branches' answers over the base answerer."""
-    gain, harmed = _score([answer(branches, r) for r in rows], rows)
+#: The round, and one dossier of all train rows planned on recovered kinds (as it is, and after the
+#: round's reconcile rule on validation) or on the generator's kinds (each question sent to its own
+#: kind's branch, or one branch copy per recovered phrasing dispatched on its words).
+ARMS = ("round", "one_dossier", "reconciled", "given_kinds", "given_per_phrasing")
+
+
+def score(
+    branches: Sequence[Branch], rows: Sequence[dict[str, Any]], given: bool = False
+) -> tuple[float, float]:
+    """(gain, harmed) in pp of ``rows`` of the branches' answers over the base answerer.
+
+    ``given``: each question goes to its own true kind's branch (no wording involved).
+    """
+    gain, harmed = _score([answer(branches, r, given) for r in rows], rows)
     n = max(len(rows), 1)
     return 100 * gain / n, 100 * harmed / n
 
@@ -65,12 +81,15 @@ def one_seed(seed: int) -> dict[str, Any]:
     split = {s: [r for r in rows if r["split"] == s] for s in ("train", "val", "test")}
     branches, _, _ = plan_all(split["train"])
     kept = reconciled(branches, split["val"])
+    given, _, _ = plan_all(split["train"], given=True)
     return {
         "seed": seed,
         "branches": len(branches),
         "branches_reconciled": len(kept),
         "one_dossier": score(branches, split["test"]),
         "reconciled": score(kept, split["test"]),
+        "given_kinds": score(given, split["test"], given=True),
+        "given_per_phrasing": score(per_phrasing(given, split["train"]), split["test"]),
     }
 
 
@@ -94,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         r = rounds[res["seed"]]
         res["round"] = (100 * r["gain"], 100 * r["harmed_pct"])
     arms = {}
-    for arm in ("round", "one_dossier", "reconciled"):
+    for arm in ARMS:
         arms[arm] = {
             name: _ms([res[arm][i] for res in results], digits=2)
             for i, name in enumerate(("gain_pp", "harmed_pct"))
