@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.bench.mixed_dispatch import CAUSES, cause, per_phrasing, summarize
-from tsevo.data import Question
+from tests.bench.mixed_dispatch import CAUSES, cause, per_phrasing, recovered_kinds, summarize
+from tests.test_kindplan import YN, _view
 from tsevo.library.tool import Matcher, ReadingRule, question_tokens
 from tsevo.roles.builtin.composite import Branch
+from tsevo.roles.builtin.kinds import KindIndex
 from tsevo.roles.builtin.measure import Spec
 
 # recovered kinds: id, require, forbid, the true kind most members are
@@ -85,34 +86,17 @@ def test_summary_nets_each_cause_over_all_eval_answers():
     assert doc["harmed_pct"]["given_per_phrasing"] == doc["harmed_pct"]["given"]
 
 
-def _row(qid: str, text: str, kind: str) -> dict[str, object]:
-    y = np.linspace(0.0, 1.0, 64) + 0.01 * np.arange(64) % 3
-    q = Question(
-        id=qid,
-        source="test",
-        task="mixed",
-        question=text,
-        options=("Yes", "No"),
-        series={"X": y},
-        primary=("X",),
-        gold=0,
-    )
-    return {"id": qid, "q": q, "kind": kind, "gold": 0, "base": 1}
-
-
 def test_a_given_kinds_branch_is_copied_once_per_recovered_phrasing_on_its_own_words():
     a1 = "Is there an upward trend in X?"
     a2 = "Does X trend upward as time goes on?"
     b1 = "Is the spread of X constant over time?"
-    train = [
-        _row("1", a1, "up"),
-        _row("2", a1, "up"),
-        _row("3", a2, "up"),
-        _row("4", b1, "spread"),
-    ]
+    y = np.linspace(0.0, 1.0, 64)
+    texts = {"1": (a1, "up"), "2": (a1, "up"), "3": (a2, "up"), "4": (b1, "spread")}
+    views = [_view(qid, text, YN, y, 0) for qid, (text, _) in texts.items()]
+    kinds = recovered_kinds(KindIndex(views), {v.id: texts[v.id[1:]][1] for v in views})
     rule = ReadingRule("label", key="slope", bins=(0.0,), labels=("no", "yes"))
     up = Branch(("up",), (), (), Spec("trend"), ("slope",), rule)
-    copies = per_phrasing([up], train)
+    copies = per_phrasing([up], kinds)
     assert len(copies) == 2  # the kind's two phrasings; the other kind's phrasing gets none
     assert {c.spec for c in copies} == {up.spec} and all(c.kinds == ("up",) for c in copies)
     fires = [

@@ -1,15 +1,20 @@
-"""The ties diagnostic: its cross-kind tie-break (tests.bench.mixed_ties._shared_ties) and crops."""
+"""The ties diagnostics: the cross-kind tie-break (tests.bench.mixed_ties._shared_ties), crops, and
+the few-row search they share (tests.bench.kind_search.search)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from tests.bench.kind_search import cropped_copy
+from tests.bench.kind_search import cropped_copy, search, ties_of
 from tests.bench.mixed_ties import _shared_ties
+from tests.test_kindplan import _ex
 from tsevo.data import Question, QuestionView
+from tsevo.roles.builtin import MeasurementPlanner
+from tsevo.roles.builtin.kindplan import KindPlanSettings, _search
 from tsevo.roles.builtin.measure import Spec
 
 
@@ -55,22 +60,14 @@ def test_a_cropped_copy_drops_only_the_end_of_every_series():
 
 
 def test_the_learned_benchs_left_out_ties_come_from_the_search_it_is_asked_for():
-    from dataclasses import replace
-
-    from tests.bench.kind_search import ties_of
-    from tests.bench.mixed_ties_learned import _inner_ties
-    from tests.test_kindplan import _ex
-    from tsevo.roles.builtin import MeasurementPlanner
-    from tsevo.roles.builtin.kindplan import KindPlanSettings, _search
-
     text = "Is there an upward trend in X?"
     rows = [_ex(f"r{i}", text, i % 2 == 0, i) for i in range(5)]
     words = frozenset({"upward", "trend"})
     settings = KindPlanSettings()
     planner = MeasurementPlanner()
-    whole = _inner_ties(planner, rows, words, settings, planned=False)
+    whole = ties_of(search(planner, rows, words, settings, planned=False)[0])
     assert whole and whole == ties_of(planner.rank(rows, few=True, words=words)[2])
-    planned = _inner_ties(planner, rows, words, settings, planned=True)
+    planned = ties_of(search(planner, rows, words, settings, planned=True)[0])
     found = _search(planner, rows, words, replace(settings, peers=1_000_000), {})
     assert found is not None and planned == ties_of([found[0], *found[2]])
     # two searches, two tie sets (the planner's reads the rules the options fix first)

@@ -92,6 +92,25 @@ def ties_of(ranked: Sequence[Any]) -> list[Any]:
     return [r for r in ranked if r.cv_acc >= ranked[0].cv_acc - 1e-9] if ranked else []
 
 
+def search(
+    planner: MeasurementPlanner,
+    ex: Sequence[Any],
+    words: frozenset[str],
+    settings: KindPlanSettings,
+    planned: bool = False,
+) -> tuple[list[Any], str]:
+    """The measurements a search ranks on ``ex``, best first, and the search's source.
+
+    The whole catalog (source ``catalog``), or ``planned``: the kind planner's search, its chosen
+    measurement and every tie it found (source ``options``, ``tests``, ``concepts`` or ``catalog``;
+    nothing and ``""`` where it chooses none).
+    """
+    if not planned:
+        return planner.rank(ex, few=True, words=words)[2], "catalog"
+    found = _search(planner, ex, words, replace(settings, peers=1_000_000), {})
+    return ([found[0], *found[2]], found[1]) if found is not None else ([], "")
+
+
 def kind_ties(
     planner: MeasurementPlanner,
     rows: list[dict[str, Any]],
@@ -107,13 +126,7 @@ def kind_ties(
     if len(ex) < settings.min_rows:
         return None
     words = frozenset().union(*(k.anchor for k in KindIndex(e.question for e in ex).kinds))
-    if planned:
-        found = _search(planner, ex, words, replace(settings, peers=1_000_000), {})
-        ranked = [found[0], *found[2]] if found is not None else []
-        source = found[1] if found is not None else ""
-    else:
-        source = "catalog"
-        _, _, ranked = planner.rank(ex, few=True, words=words)
+    ranked, source = search(planner, ex, words, settings, planned)
     if not ranked:
         return None
     top = ranked[0].cv_acc

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench import git_commit
-from tests.bench.mixed_ceiling import _examples, _ms, answer, dispatched, plan_all
+from tests.bench.mixed_ceiling import _ms, answer, dispatched, plan_all
 from tests.bench.mixed_ties import _STATE, measured_seeds
 from tsevo.fileio import atomic_write_text
 from tsevo.library.tool import Matcher, question_tokens
@@ -106,9 +106,10 @@ def cause(
     return _outcome_cause(str(entry.get("outcome", "")))
 
 
-def _recovered_kinds(
+def recovered_kinds(
     index: KindIndex, true_kind: dict[str, str]
 ) -> list[tuple[str, tuple[str, ...], tuple[str, ...], str]]:
+    """Per recovered kind: its id, dispatch words (require, forbid) and the true kind most members are."""
     out = []
     for k in index.kinds:
         require, forbid = index.dispatch(k.id)
@@ -117,11 +118,13 @@ def _recovered_kinds(
     return out
 
 
-def per_phrasing(branches: Sequence[Branch], train: Sequence[dict[str, Any]]) -> list[Branch]:
-    """Each given kind's branch copied once per recovered phrasing of it, on that phrasing's words."""
-    ex = _examples(train)
-    words = KindIndex(e.question for e in ex)
-    kinds = _recovered_kinds(words, {r["id"]: r["kind"] for r in train})
+def per_phrasing(
+    branches: Sequence[Branch], kinds: Sequence[tuple[str, tuple[str, ...], tuple[str, ...], str]]
+) -> list[Branch]:
+    """Each given kind's branch copied once per recovered phrasing of it, on that phrasing's words.
+
+    ``kinds``: the kinds recovered from the same train rows' wording (:func:`recovered_kinds`).
+    """
     return [
         replace(b, require=require, forbid=forbid)
         for b in branches
@@ -134,9 +137,9 @@ def one_seed(seed: int) -> dict[str, Any]:
     """Both plans on one fit seed's train rows; every eval question's answers and cause."""
     train = _STATE["train"][seed]
     given, _, _ = plan_all(train, given=True)
-    copies = per_phrasing(given, train)
     recovered, index, report = plan_all(train)
-    kinds = _recovered_kinds(index, {r["id"]: r["kind"] for r in train})
+    kinds = recovered_kinds(index, {r["id"]: r["kind"] for r in train})
+    copies = per_phrasing(given, kinds)
     rows = []
     for r in _STATE["ev"]:
         a_given = answer(given, r, given=True)

@@ -36,7 +36,7 @@ from typing import Any
 from tests.bench import git_commit
 from tests.bench.kind_search import with_questions, write_doc
 from tests.bench.mixed_ceiling import ROOT, _ms, answer, dispatched, plan_all
-from tests.bench.mixed_dispatch import per_phrasing
+from tests.bench.mixed_dispatch import per_phrasing, recovered_kinds
 from tests.bench.mixed_ties import _STATE, _measured, _score
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.composite import Branch
@@ -79,9 +79,10 @@ def reconciled(branches: Sequence[Branch], val: Sequence[dict[str, Any]]) -> lis
 def one_seed(seed: int) -> dict[str, Any]:
     rows = with_questions(seed, _measured(seed))
     split = {s: [r for r in rows if r["split"] == s] for s in ("train", "val", "test")}
-    branches, _, _ = plan_all(split["train"])
+    branches, index, _ = plan_all(split["train"])
     kept = reconciled(branches, split["val"])
     given, _, _ = plan_all(split["train"], given=True)
+    kinds = recovered_kinds(index, {r["id"]: r["kind"] for r in split["train"]})
     return {
         "seed": seed,
         "branches": len(branches),
@@ -89,7 +90,7 @@ def one_seed(seed: int) -> dict[str, Any]:
         "one_dossier": score(branches, split["test"]),
         "reconciled": score(kept, split["test"]),
         "given_kinds": score(given, split["test"], given=True),
-        "given_per_phrasing": score(per_phrasing(given, split["train"]), split["test"]),
+        "given_per_phrasing": score(per_phrasing(given, kinds), split["test"]),
     }
 
 

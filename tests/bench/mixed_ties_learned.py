@@ -31,14 +31,13 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from sklearn.feature_extraction import DictVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from tests.bench import git_commit
-from tests.bench.kind_search import by_kind, full_planner, kind_ties, ties_of, write_doc
+from tests.bench.kind_search import by_kind, full_planner, kind_ties, search, ties_of, write_doc
 from tests.bench.mixed_ceiling import _ms
 from tests.bench.mixed_ties import (
     _STATE,
@@ -55,7 +54,7 @@ from tests.bench.mixed_ties import (
 from tsevo.library.primitives import CATALOG
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.concepts import relevance
-from tsevo.roles.builtin.kindplan import KindPlanSettings, _search
+from tsevo.roles.builtin.kindplan import KindPlanSettings
 
 #: The learned order's votes scored: the frontier points of ``mixed_ties`` with 1-17 members.
 POINTS = tuple(p for p, (k, share) in FRONTIER.items() if k <= 17 and 0.6 <= share <= 0.8)
@@ -85,16 +84,6 @@ def _features(
     return out
 
 
-def _inner_ties(
-    planner: Any, rest: list[Any], words: frozenset[str], settings: KindPlanSettings, planned: bool
-) -> list[Any]:
-    """The ties of a search on a kind's rows but one: the whole catalog's, or the planner's own."""
-    if not planned:
-        return ties_of(planner.rank(rest, few=True, words=words)[2])
-    found = _search(planner, rest, words, replace(settings, peers=1_000_000), {})
-    return ties_of([found[0], *found[2]]) if found is not None else []
-
-
 def one_seed(seed: int) -> dict[str, Any]:
     """Fit the tie model on the seed's left-out train rows; score its order on the eval seeds."""
     train, ev, primitives = _STATE["train"][seed], _STATE["ev"], _STATE["primitives"]
@@ -114,7 +103,7 @@ def one_seed(seed: int) -> dict[str, Any]:
             served[kind] = (feats, _readings(got.ties, ev[kind]))
         for j in range(len(got.ex) if len(got.ex) >= 4 else 0):
             rest = [*got.ex[:j], *got.ex[j + 1 :]]
-            inner = _inner_ties(planner, rest, got.words, settings, planned)
+            inner = ties_of(search(planner, rest, got.words, settings, planned)[0])
             right = [int(p[0] == rows[j]["gold"]) for p in _readings(inner, [rows[j]])]
             if len(set(right)) < 2:
                 continue  # every tie reads the row alike: nothing to learn from it
