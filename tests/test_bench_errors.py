@@ -1,4 +1,4 @@
-"""The errors diagnostic's phrasing table (tests.bench.mixed_errors._by_phrasing)."""
+"""The errors diagnostic's phrasing table (tests.bench.mixed_errors._by_phrasing) and mixed_kinds' bucket spread."""
 
 from __future__ import annotations
 
@@ -74,3 +74,17 @@ def test_serving_more_phrasings_is_projected_at_the_served_rates_and_the_bar_nam
     assert out["all"] == {"gain_pp": 21.5, "harmed_pct": 5.5}
     # the bar over 55 right-before and 45 wrong-before: harm <= 2 of 55, help >= 27 of 45
     assert out["bar_all"] == {"harm_rate_at_most": round(2 / 55, 4), "help_rate_at_least": 0.6}
+
+
+def test_bucket_spread_counts_a_kinds_errors_outside_its_main_bucket():
+    from tests.bench.mixed_kinds import bucket_spread
+
+    buckets = [
+        {"id": "c1", "members": ["a1", "a2", "b1"]},
+        {"id": "c2", "members": ["a3", "c1", "c2"]},
+    ]
+    kind_of = {"a1": "a", "a2": "a", "a3": "a", "b1": "b", "c1": "c", "c2": "c"}
+    out = bucket_spread(buckets, kind_of)
+    assert out["a"] == {"errors_bucketed": 3, "buckets": 2, "outside_main_bucket": 1}
+    assert out["b"] == {"errors_bucketed": 1, "buckets": 1, "outside_main_bucket": 0}
+    assert out["c"] == {"errors_bucketed": 2, "buckets": 1, "outside_main_bucket": 0}

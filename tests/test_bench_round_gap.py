@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.bench.mixed_round_gap import reconciled, score
+from tests.bench.mixed_round_gap import reconciled, score, unserved
 from tsevo.library.tool import ReadingRule
 from tsevo.roles.builtin.composite import Branch
 from tsevo.roles.builtin.measure import Spec
@@ -61,3 +61,19 @@ def test_score_with_given_kinds_sends_each_question_to_its_own_kinds_branch():
     rows = [_row("alpha", 1.0, gold=1, base=0), _row("omega", 1.0, gold=1, base=0)]
     assert score([alpha], rows) == (0.0, 0.0)
     assert score([alpha], rows, given=True) == (50.0, 0.0)
+
+
+def test_unserved_keeps_the_recovered_branches_of_kinds_the_given_plan_left_without_one():
+    given = [_branch("alpha")]  # true kind "alpha" served on the given kinds
+    k1, k2, k3 = (
+        Branch((k,), (w,), (), TREND, ("slope",), _branch(w).rule)
+        for k, w in (("k1", "alpha"), ("k2", "beta"), ("k3", "gamma"))
+    )
+    # recovered kinds: k1 and k2 are phrasings of alpha and beta, k3 of gamma
+    kinds = [
+        ("k1", ("alpha",), (), "alpha"),
+        ("k2", ("beta",), (), "beta"),
+        ("k3", ("gamma",), (), "gamma"),
+    ]
+    assert [b.kinds for b in unserved(given, [k1, k2, k3], kinds)] == [("k2",), ("k3",)]
+    assert unserved([], [k1], kinds) == [k1]

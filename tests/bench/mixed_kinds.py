@@ -9,7 +9,9 @@ seed it counts the training questions, the test questions, the test questions an
 and after the round, and the test questions a deployed tool ran on (``tools_ok``), split by whether
 that tool is a composite (one branch per recovered question kind). A kind *gained* when more of its
 test questions are right after the round than before; a kind has two or three test questions, so
-these are counts, not rates.
+these are counts, not rates. From the round's ``buckets.json`` it also counts each kind's train
+errors in buckets, how many buckets hold them and how many lie outside the bucket holding most of
+them (``bucket_spread``): whether the triage keeps a kind's errors together for one planner.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import statistics
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +41,31 @@ def composite_tools(run: Path) -> set[str]:
     }
 
 
+def bucket_spread(
+    buckets: Sequence[dict[str, Any]], kind_of: dict[str, str]
+) -> dict[str, dict[str, int]]:
+    """Per kind: its bucketed errors, the buckets holding them, and those outside its main bucket.
+
+    ``buckets``: a round's ``buckets.json`` entries (``id``, ``members``); ``kind_of``: question id
+    to the generator's kind.
+    """
+    held: dict[str, Counter[str]] = defaultdict(Counter)
+    for b in buckets:
+        for m in b["members"]:
+            held[kind_of[m]][b["id"]] += 1
+    return {
+        k: {
+            "errors_bucketed": sum(c.values()),
+            "buckets": len(c),
+            "outside_main_bucket": sum(c.values()) - max(c.values()),
+        }
+        for k, c in sorted(held.items())
+    }
+
+
 def kinds_of_seed(seed: int, run: Path) -> dict[str, dict[str, int]]:
-    """Per kind: train and test counts, right before/after, questions a (composite) tool ran on."""
+    """Per kind: train and test counts, right before/after, questions a (composite) tool ran on,
+    and how the round's buckets hold its train errors (:func:`bucket_spread`)."""
     suite = make_suite("mixed", seed=seed)
     test = pd.read_parquet(run / "rounds" / "r1" / "test.parquet").set_index("qid")
     comp = composite_tools(run)
@@ -57,6 +83,9 @@ def kinds_of_seed(seed: int, run: Path) -> dict[str, dict[str, int]]:
             ran = list(r["tools_ok"])
             row["tool_ran"] += int(bool(ran))
             row["composite_ran"] += int(any(t in comp for t in ran))
+    buckets = json.loads((run / "rounds" / "r1" / "buckets.json").read_text())["buckets"]
+    for k, spread in bucket_spread(buckets, {q.id: q.subtask for q in suite}).items():
+        out[k].update(spread)
     return {k: dict(v) for k, v in sorted(out.items())}
 
 
@@ -71,6 +100,11 @@ def summarize(per_kind: dict[str, dict[str, int]]) -> dict[str, int]:
         "gained_served_by_composite": sum(
             v.get("after", 0) > v.get("before", 0) and v.get("composite_ran", 0) > 0
             for v in per_kind.values()
+        ),
+        "split_over_buckets": sum(v.get("buckets", 0) > 1 for v in per_kind.values()),
+        "errors_bucketed": sum(v.get("errors_bucketed", 0) for v in per_kind.values()),
+        "errors_outside_main_bucket": sum(
+            v.get("outside_main_bucket", 0) for v in per_kind.values()
         ),
     }
 
@@ -99,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             f"seed {s}: {sm['gained']} of {sm['kinds']} kinds gained, {sm['lost']} lost; "
             f"{sm['served_by_composite']} served by a composite branch "
             f"({sm['gained_served_by_composite']} of them gained), "
-            f"{sm['served_by_any_tool']} by any tool"
+            f"{sm['served_by_any_tool']} by any tool; {sm['split_over_buckets']} kinds' errors "
+            f"in more than one bucket ({sm['errors_outside_main_bucket']} of "
+            f"{sm['errors_bucketed']} errors outside their kind's main bucket)"
         )
     trains = [v["train"] for sd in seeds.values() for v in sd["kinds"].values()]
     agg = {

@@ -14,7 +14,10 @@ harmed at least one validation question and helped no more is dropped). Two more
 dossier on the generator's kinds (which no role sees): ``given_kinds`` sends each test question to
 its own kind's branch, ``given_per_phrasing`` copies each branch once per phrasing recovered from
 the kind's train rows, dispatched on that phrasing's words (what a round could do if it merged the
-phrasings of one question perfectly). Gains and harm are pp of
+phrasings of one question perfectly). ``given_unserved`` adds, after those copies, the recovered
+branches of phrasings whose true kind got no branch on the given kinds (merging cost them their own
+plan); ``given_fill`` puts the recovered branches first and the copies after them, so the given plan
+only serves phrasings no recovered branch reads. Gains and harm are pp of
 the seed's test questions over the base answerer, paired per seed with the round's own figures from
 a :mod:`tests.bench.seeds` JSON of the same seeds (``--rounds``).
 
@@ -47,7 +50,29 @@ SEEDS = (104, 105, 106, 107, 108, 109, 110, 111)
 #: The round, and one dossier of all train rows planned on recovered kinds (as it is, and after the
 #: round's reconcile rule on validation) or on the generator's kinds (each question sent to its own
 #: kind's branch, or one branch copy per recovered phrasing dispatched on its words).
-ARMS = ("round", "one_dossier", "reconciled", "given_kinds", "given_per_phrasing")
+ARMS = (
+    "round",
+    "one_dossier",
+    "reconciled",
+    "given_kinds",
+    "given_per_phrasing",
+    "given_unserved",
+    "given_fill",
+)
+
+
+def unserved(
+    given: Sequence[Branch],
+    recovered: Sequence[Branch],
+    kinds: Sequence[tuple[str, tuple[str, ...], tuple[str, ...], str]],
+) -> list[Branch]:
+    """The recovered branches whose phrasing's true kind got no branch of its own in ``given``.
+
+    ``kinds``: :func:`~tests.bench.mixed_dispatch.recovered_kinds` of the same train rows.
+    """
+    served = {b.kinds[0] for b in given}
+    top = {kid: t for kid, _, _, t in kinds}
+    return [b for b in recovered if not any(top.get(k) in served for k in b.kinds)]
 
 
 def score(
@@ -83,6 +108,7 @@ def one_seed(seed: int) -> dict[str, Any]:
     kept = reconciled(branches, split["val"])
     given, _, _ = plan_all(split["train"], given=True)
     kinds = recovered_kinds(index, {r["id"]: r["kind"] for r in split["train"]})
+    copies = per_phrasing(given, kinds)
     return {
         "seed": seed,
         "branches": len(branches),
@@ -90,7 +116,11 @@ def one_seed(seed: int) -> dict[str, Any]:
         "one_dossier": score(branches, split["test"]),
         "reconciled": score(kept, split["test"]),
         "given_kinds": score(given, split["test"], given=True),
-        "given_per_phrasing": score(per_phrasing(given, kinds), split["test"]),
+        "given_per_phrasing": score(copies, split["test"]),
+        # the phrasings of a kind the given plan left unserved, planned on their own rows
+        "given_unserved": score([*copies, *unserved(given, branches, kinds)], split["test"]),
+        # the recovered plan as it is, the given plan's copies only where no recovered branch reads
+        "given_fill": score([*branches, *copies], split["test"]),
     }
 
 
