@@ -1,4 +1,5 @@
-"""The errors diagnostic's phrasing table (tests.bench.mixed_errors._by_phrasing) and mixed_kinds' bucket spread."""
+"""The errors diagnostic's phrasing table (tests.bench.mixed_errors._by_phrasing) and the bucket
+spread of tests.bench.mixed_kinds."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from tests.bench.mixed_errors import PHRASINGS, _by_phrasing, served_everywhere
+from tests.bench.mixed_kinds import bucket_spread
 
 
 def _q(kind: str, template: int) -> SimpleNamespace:
@@ -77,8 +79,6 @@ def test_serving_more_phrasings_is_projected_at_the_served_rates_and_the_bar_nam
 
 
 def test_bucket_spread_counts_a_kinds_errors_outside_its_main_bucket():
-    from tests.bench.mixed_kinds import bucket_spread
-
     buckets = [
         {"id": "c1", "members": ["a1", "a2", "b1"]},
         {"id": "c2", "members": ["a3", "c1", "c2"]},

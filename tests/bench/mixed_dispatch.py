@@ -53,6 +53,9 @@ from tsevo.roles.builtin.kinds import KindIndex
 #: The plans and dispatches compared (``<arm>_right`` per eval row).
 ARMS = ("given", "recovered", "given_words", "given_per_phrasing")
 
+#: A recovered kind: its id, dispatch words (require, forbid) and the true kind most members are.
+RecoveredKind = tuple[str, tuple[str, ...], tuple[str, ...], str]
+
 CAUSES = (
     "unseen_phrasing",
     "phrasing_without_errors",
@@ -78,7 +81,7 @@ def _outcome_cause(outcome: str) -> str:
 
 def cause(
     r: dict[str, Any],
-    kinds: Sequence[tuple[str, tuple[str, ...], tuple[str, ...], str]],
+    kinds: Sequence[RecoveredKind],
     report: dict[str, Any],
     served: bool,
 ) -> str:
@@ -106,9 +109,7 @@ def cause(
     return _outcome_cause(str(entry.get("outcome", "")))
 
 
-def recovered_kinds(
-    index: KindIndex, true_kind: dict[str, str]
-) -> list[tuple[str, tuple[str, ...], tuple[str, ...], str]]:
+def recovered_kinds(index: KindIndex, true_kind: dict[str, str]) -> list[RecoveredKind]:
     """Per recovered kind: its id, dispatch words (require, forbid) and the true kind most members are."""
     out = []
     for k in index.kinds:
@@ -118,9 +119,7 @@ def recovered_kinds(
     return out
 
 
-def per_phrasing(
-    branches: Sequence[Branch], kinds: Sequence[tuple[str, tuple[str, ...], tuple[str, ...], str]]
-) -> list[Branch]:
+def per_phrasing(branches: Sequence[Branch], kinds: Sequence[RecoveredKind]) -> list[Branch]:
     """Each given kind's branch copied once per recovered phrasing of it, on that phrasing's words.
 
     ``kinds``: the kinds recovered from the same train rows' wording (:func:`recovered_kinds`).

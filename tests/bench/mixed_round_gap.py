@@ -39,7 +39,7 @@ from typing import Any
 from tests.bench import git_commit
 from tests.bench.kind_search import with_questions, write_doc
 from tests.bench.mixed_ceiling import ROOT, _ms, answer, dispatched, plan_all
-from tests.bench.mixed_dispatch import per_phrasing, recovered_kinds
+from tests.bench.mixed_dispatch import RecoveredKind, per_phrasing, recovered_kinds
 from tests.bench.mixed_ties import _STATE, _measured, _score
 from tsevo.procs import forked_pool
 from tsevo.roles.builtin.composite import Branch
@@ -64,7 +64,7 @@ ARMS = (
 def unserved(
     given: Sequence[Branch],
     recovered: Sequence[Branch],
-    kinds: Sequence[tuple[str, tuple[str, ...], tuple[str, ...], str]],
+    kinds: Sequence[RecoveredKind],
 ) -> list[Branch]:
     """The recovered branches whose phrasing's true kind got no branch of its own in ``given``.
 
