@@ -69,6 +69,7 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "sinus": _CYCLE,
     "wave": _CYCLE,
     "amplitude": ("seasonal", "cycle", "window", "summary", "spectral"),
+    "swing": ("seasonal", "cycle", "window", "summary", "spectral"),
     # anomalies and events
     "anomal": _ANOMALY,
     "outlier": _ANOMALY,
@@ -79,9 +80,13 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "glitch": _ANOMALY,
     "event": _ANOMALY,
     "irregular": _ANOMALY,
+    "stuck": _ANOMALY,
+    "flat": ("anomaly",),
+    "extreme": ("anomaly", "distribution", "summary"),
     # noise
     "noise": _NOISE,
     "noisy": _NOISE,
+    "noisi": _NOISE,
     "white": _NOISE,
     "red": _NOISE,
     "snr": _NOISE,
@@ -124,6 +129,7 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "pattern": _SIMILAR + _CYCLE,
     "distribut": _DISTRIBUTION,
     "histogram": _DISTRIBUTION,
+    "tail": _DISTRIBUTION,
     # regimes, levels, spread
     "regime": _REGIME,
     "switch": _REGIME,
@@ -131,6 +137,8 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "change": _REGIME,
     "break": _REGIME,
     "segment": _REGIME,
+    "jump": _REGIME,
+    "abrupt": _REGIME,
     "level": _LEVEL,
     "mean": _LEVEL,
     "average": _LEVEL,
