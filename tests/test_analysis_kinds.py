@@ -15,6 +15,7 @@ from tsevo.library.library import Library
 from tsevo.library.reading import apply_rule, branch_reading
 from tsevo.library.tool import ReadingRule
 from tsevo.roles.builtin.composite import composite_branches
+from tsevo.roles.builtin.concepts import CONCEPTS
 
 
 def _label(key: str) -> ReadingRule:
@@ -72,6 +73,9 @@ def test_kinds_table_lists_the_planned_kinds(tiny_run: Path) -> None:
     assert (k.loc[~k["served"], "measurement"] == "").all()
     assert (k["errors"] + k["agent_right"] <= k["rows"]).all()
     assert (k["pooled_rows"] >= k["rows"]).all()
+    # the stems each kind's words hit, from the planner's report: every one a lexicon stem
+    stems = [s for c in k["concepts"] if c for s in c.split(", ")]
+    assert stems and set(stems) <= set(CONCEPTS)
 
 
 @pytest.mark.parametrize("split", ["test", "val"])

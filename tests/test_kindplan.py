@@ -165,6 +165,9 @@ def test_given_kinds_replace_the_recovered_ones():
     )
     assert set(report) == {"trend", "spread"}
     assert report["trend"]["rows"] == 4 and "pooled_with" not in report["trend"]
+    # the lexicon's stems the kind's words hit: what its search looks at first
+    assert {"trend", "upward"} <= set(report["trend"]["concepts"])
+    assert report["trend"]["concepts"] == sorted(report["trend"]["concepts"])
     assert [b.kinds for b in branches] == [("trend",)]
     assert report["spread"]["outcome"] == "too few rows"
 

@@ -34,8 +34,8 @@ __all__ = [
 
 _BRANCH_PREFIX = re.compile(r"^b\d+(p\d+)?_")
 KINDS_COLUMNS = [
-    "bucket", "kind", "template", "rows", "errors", "agent_right", "pooled_rows", "served",
-    "outcome", "measurement", "votes", "source", "cv_acc",
+    "bucket", "kind", "template", "concepts", "rows", "errors", "agent_right", "pooled_rows",
+    "served", "outcome", "measurement", "votes", "source", "cv_acc",
 ]  # fmt: skip
 BRANCH_EFFECTS_COLUMNS = [
     "tool_id", "branch", "template", "measurement", "votes", "source", "questions", "abstained",
@@ -67,7 +67,10 @@ def kinds_table(run: Run, round_: int = 1) -> pd.DataFrame:
     """Every question kind the planner recovered in a bucket, and what it did with it.
 
     Columns: ``bucket, kind`` (an opaque id), ``template`` (the wording with numbers and series
-    names masked, and the option set), ``rows`` (the kind's train rows the planner saw),
+    names masked, and the option set), ``concepts`` (the concept lexicon's stems its words hit,
+    joined by commas: the planner searches the catalog groups they point at first; empty: the
+    whole catalog at the strict bar, or a run planned before the report kept them, so a kind the
+    lexicon has no word for shows here), ``rows`` (the kind's train rows the planner saw),
     ``errors`` (of them, the agent's errors), ``agent_right``, ``pooled_rows`` (with the kinds it
     pooled with: its own where it pooled with none), ``served`` (a branch reads it), ``outcome``
     (the planner's words: the branch, or why there is none, e.g. too few rows), and for served
@@ -87,6 +90,7 @@ def kinds_table(run: Run, round_: int = 1) -> pd.DataFrame:
                     "bucket": card.get("bucket_id", ""),
                     "kind": kid,
                     "template": e.get("template", ""),
+                    "concepts": ", ".join(e.get("concepts") or ()),
                     "rows": int(e.get("rows", 0)),
                     "errors": int(e.get("errors", 0)),
                     "agent_right": int(e.get("current_correct", 0)),

@@ -369,6 +369,7 @@ def _plan_kind(
     pooled = [*ex, *(e for s in sibs for e in by_kind[s])]
     entry: dict[str, Any] = {
         "template": kind.describe(),
+        "concepts": sorted(concept_stems(kind.anchor)),  # none: the whole catalog, strict bar
         "rows": len(ex),
         "errors": errors,
         "current_correct": current,
