@@ -81,7 +81,7 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "event": _ANOMALY,
     "irregular": _ANOMALY,
     "stuck": _ANOMALY,
-    "flat": ("anomaly",),
+    "flat": ("anomaly",),  # a flat-lined sensor; a trend that "stays flat" keeps its other words
     "extreme": ("anomaly", "distribution", "summary"),
     # noise
     "noise": _NOISE,
