@@ -38,6 +38,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sklearn.metrics import roc_auc_score
+
 from tests.bench import git_commit
 from tests.bench import mixed_ties as ties_bench
 from tests.bench.kind_search import full_planner, ties_of, with_questions, write_doc
@@ -58,18 +60,7 @@ def auc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
     """The chance a ``pos`` value exceeds a ``neg`` one (ties half); ``None`` if either is empty."""
     if not pos or not neg:
         return None
-    ranked = sorted([(v, 1) for v in pos] + [(v, 0) for v in neg])
-    # Mann-Whitney: mean rank of the positives, ties at their mean rank
-    rank_sum, i = 0.0, 0
-    while i < len(ranked):
-        j = i
-        while j < len(ranked) and ranked[j][0] == ranked[i][0]:
-            j += 1
-        mid = (i + j + 1) / 2.0
-        rank_sum += mid * sum(lab for _, lab in ranked[i:j])
-        i = j
-    n_pos, n_neg = len(pos), len(neg)
-    return (rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
+    return float(roc_auc_score([1] * len(pos) + [0] * len(neg), [*pos, *neg]))
 
 
 def mutual_best(pairs: Sequence[Mapping[str, Any]], min_score: float) -> list[Mapping[str, Any]]:
@@ -106,9 +97,7 @@ def one_seed(seed: int) -> dict[str, Any]:
     for kid, rs in members.items():
         if len(rs) < MIN_ROWS:
             continue
-        ex = _examples(rs)
-        words = frozenset().union(*(k.anchor for k in KindIndex(e.question for e in ex).kinds))
-        found = ties_of(planner.rank(ex, few=True, words=words)[2])
+        found = ties_of(planner.rank(_examples(rs), few=True, words=kinds[kid].anchor)[2])
         if found:
             tied[kid] = found
     scores: dict[tuple[str, str], list[float]] = {}
