@@ -130,3 +130,17 @@ def test_report_on_a_missing_run_is_a_clean_error(tmp_path: Path, capsys: Any) -
 
 def _read(run: Path, rel: str) -> Any:
     return json.loads((run / rel).read_text(encoding="utf-8"))
+
+
+def test_evolve_refuses_to_resume_a_run_under_other_lexicon_additions(
+    cli: rf.Run, tmp_path: Path, capsys: Any
+) -> None:
+    # the additions change what the builtin planner searches: config.json records them (under
+    # "roles"), so the shared run, made without any, is not resumed under some
+    extra = tmp_path / "concepts.json"
+    extra.write_text(json.dumps({"wobbl": ["noise"]}))
+    before = (cli.path / "events.jsonl").read_bytes()
+    assert "roles" not in _read(cli.path, "config.json")
+    assert main([*rf.tsevo_cmd(cli.path), "--concepts", str(extra)]) == 2
+    assert "different config (differs in ['roles'])" in capsys.readouterr().err
+    assert (cli.path / "events.jsonl").read_bytes() == before

@@ -3,11 +3,13 @@ specific option set (two phrasings of one question), and not pooling kinds that 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from tsevo.data import Question, QuestionView
+from tsevo.library.primitives import CATALOG
 from tsevo.roles.builtin import MeasurementPlanner
 from tsevo.roles.builtin.kindplan import KindPlanSettings, _siblings, plan_kinds
 from tsevo.roles.builtin.kinds import KindIndex, generic_shape
@@ -221,3 +223,29 @@ def test_numbers_in_one_unit_pool_only_where_the_words_name_one_family_of_measur
     assert set(_siblings(index, kind["vu1"], everyone)) == {kind["vp1"], kind["vc1"], kind["vs1"]}
     # with option sets making no partners, only a shared concept word does, as before
     assert _siblings(index, kind["vp1"], everyone, option_sets=False) == []
+
+
+def test_a_benchmark_word_added_to_the_lexicon_pools_its_phrasings_and_guides_their_search():
+    # "climb" is no word of the shipped lexicon: under bare Yes / No the two phrasings share
+    # nothing the planner may pool on, and each kind's two rows are too few alone
+    a = "Is X climbing?"
+    b = "Does X keep climbing all the way?"
+    rows = [_ex("a1", a, True, 1), _ex("a2", a, False, 2)]
+    rows += [_ex("b1", b, True, 3), _ex("b2", b, False, 4)]
+    rows += [_ex("c1", "Is the spread of X constant?", True, 5)]
+    d = Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(rows), ())
+    base = KindPlanSettings(max_kind_share=0.5, yes_no_learned=True)
+    _, report = plan_kinds(MeasurementPlanner(), d, base)
+    climbing = [e for e in report.values() if "climbing" in e["template"]]
+    assert len(climbing) == 2
+    assert all(e["concepts"] == [] and "pooled_with" not in e for e in climbing)
+    assert all(e["outcome"] == "too few rows" for e in climbing)
+
+    added = dataclasses.replace(base, concepts={"climb": ["trend"]})
+    branches, report = plan_kinds(MeasurementPlanner(), d, added)
+    climbing = [e for e in report.values() if "climbing" in e["template"]]
+    assert all(e["concepts"] == ["climb"] and e["pooled_rows"] == 4 for e in climbing)
+    # served from the pooled rows, found in the trend group the new word points at
+    assert len(branches) == 2
+    assert all(b.stats["source"] == "concepts+pooled" for b in branches)
+    assert all(CATALOG[b.spec.primitive].group == "trend" for b in branches)

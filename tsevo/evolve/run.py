@@ -113,10 +113,12 @@ def _open_store(
         )
     for cb in callbacks:
         manifest.update(cb.manifest())
+    settings = roles.recorded_settings()  # e.g. the builtin planner's lexicon additions
     store = RunStore.create(
         out,
         {
             "protocol": _protocol_record(out, cfg, resumed),
+            **({"roles": settings} if settings else {}),
             "suite": {
                 "name": suite.name,
                 "ref": suite_ref,

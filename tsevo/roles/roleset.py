@@ -28,6 +28,7 @@ from .builtin import (
     RuleReviewer,
     TemplateSynthesizer,
 )
+from .builtin.planner import DEFAULT_KINDS
 from .callbacks import Callback
 from .llm.backend import LLMBackend, open_backend
 from .llm.config import RoleConfigs
@@ -75,13 +76,23 @@ class RoleSet:
     backend_handle: LLMBackend | None = field(default=None, repr=False)
 
     @classmethod
-    def builtin(cls, **overrides: Any) -> RoleSet:
-        """The embedded default: deterministic, offline builtin roles (``overrides`` replace roles)."""
+    def builtin(cls, *, concepts: Any = (), **overrides: Any) -> RoleSet:
+        """The embedded default: deterministic, offline builtin roles (``overrides`` replace roles).
+
+        ``concepts`` adds entries to the builtin planner's concept lexicon for a benchmark's own
+        words (stem -> catalog groups, a mapping or :func:`~.builtin.concepts.load_concepts`'
+        pairs; :func:`~.builtin.concepts.extend`); a run records them in ``config.json``.
+        """
+        kinds = DEFAULT_KINDS
+        if concepts and kinds is not None:
+            kinds = dataclasses.replace(kinds, concepts=concepts)
+        elif concepts:
+            raise ValueError("concepts: the builtin planner's kind planning is off (DEFAULT_KINDS)")
         rs = cls(
             GlobalSummaryAnswerer(),
             RuleReviewer(),
             ClusterTriage(),
-            MeasurementPlanner(),
+            MeasurementPlanner(kinds=kinds),
             MergeCoordinator(),
             TemplateSynthesizer(),
         )
@@ -188,6 +199,21 @@ class RoleSet:
         """``builtin`` or ``llm`` when every role is on one backend, else ``mixed``."""
         kinds = {"builtin" if n.startswith("builtin") else "llm" for n in self.names().values()}
         return kinds.pop() if len(kinds) == 1 else "mixed"
+
+    def recorded_settings(self) -> dict[str, dict[str, Any]]:
+        """Per role, the settings a run records beside its protocol (only roles that have some).
+
+        A role may say what of its own settings changes a run's outcome, e.g. the builtin
+        planner's lexicon additions (``recorded_settings()``); :func:`tsevo.evolve.evolve` writes
+        them in ``config.json`` under ``roles``, so a resume under other settings is refused.
+        """
+        out = {}
+        for k, role in self.roles().items():
+            rec = getattr(role, "recorded_settings", None)
+            got = dict(rec()) if callable(rec) else {}
+            if got:
+                out[k] = got
+        return out
 
     def roles(self) -> Mapping[str, Any]:
         """The six roles by name."""

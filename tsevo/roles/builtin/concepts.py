@@ -7,14 +7,39 @@ vocabulary (word stems) mapped to the catalog groups of :mod:`tsevo.library.prim
 measure the concept. The builtin planner searches the groups a kind's words point at first, and
 the whole catalog only with a stricter bar. It is written from the vocabulary of time-series
 analysis, not from any benchmark's templates.
+
+A researcher's benchmark has words of its own ("wobble", "plateau", "heartbeat"). :func:`extend`
+adds or replaces stems (a stem mapped to no group is muted), :func:`load_concepts` reads such
+entries from a JSON file (``tsevo evolve --concepts FILE``; ``tsevo data kinds FILE --concepts
+FILE`` shows which question kinds they reach), and every lookup takes the resulting lexicon.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
-__all__ = ["CONCEPTS", "concept_stems", "groups_for", "relevance"]
+from tsevo.library.primitives import CATALOG
+
+__all__ = [
+    "CONCEPTS",
+    "ConceptEntries",
+    "Lexicon",
+    "catalog_groups",
+    "concept_entries",
+    "concept_stems",
+    "extend",
+    "groups_for",
+    "load_concepts",
+    "relevance",
+]
+
+#: Word stem -> catalog groups.
+Lexicon = Mapping[str, tuple[str, ...]]
+#: Lexicon entries as sorted ``(stem, groups)`` pairs (hashable: a frozen settings field).
+ConceptEntries = tuple[tuple[str, tuple[str, ...]], ...]
 
 _WORDS = re.compile(r"[a-z]+")
 
@@ -167,19 +192,109 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def groups_for(tokens: Iterable[str]) -> frozenset[str]:
+def groups_for(tokens: Iterable[str], lexicon: Lexicon = CONCEPTS) -> frozenset[str]:
     """Catalog groups the words point at (empty when no word is in the lexicon)."""
     out: set[str] = set()
     for t in tokens:
-        for stem, groups in CONCEPTS.items():
+        for stem, groups in lexicon.items():
             if _hits(t, stem):
                 out.update(groups)
     return frozenset(out)
 
 
-def concept_stems(tokens: Iterable[str]) -> frozenset[str]:
-    """The lexicon's stems the words hit (two phrasings of one question usually share one)."""
-    return frozenset(stem for t in tokens for stem in CONCEPTS if _hits(t, stem))
+def concept_stems(tokens: Iterable[str], lexicon: Lexicon = CONCEPTS) -> frozenset[str]:
+    """The lexicon's stems the words hit (two phrasings of one question usually share one).
+
+    A stem mapped to no group (muted by :func:`extend`) is not hit.
+    """
+    return frozenset(stem for t in tokens for stem, g in lexicon.items() if g and _hits(t, stem))
+
+
+_STEM = re.compile(r"[a-z]{3,}")
+
+
+def catalog_groups() -> frozenset[str]:
+    """The catalog's group names (what a lexicon entry may point at)."""
+    return frozenset(p.group for p in CATALOG.values())
+
+
+def concept_entries(
+    extra: Mapping[str, Sequence[str]] | Iterable[tuple[str, Sequence[str]]],
+) -> ConceptEntries:
+    """Lexicon entries, validated and sorted by stem (see :func:`extend`).
+
+    Raises:
+        ValueError: Naming the first bad entry.
+    """
+    items = list(extra.items()) if isinstance(extra, Mapping) else list(extra)
+    known = catalog_groups()
+    out: dict[str, tuple[str, ...]] = {}
+    for stem, groups in items:
+        if not isinstance(stem, str) or not _STEM.fullmatch(stem):
+            raise ValueError(
+                f"concept entry {stem!r}: a stem is three or more lower-case letters a-z "
+                "(a word's beginning: 'wobbl' for wobble, wobbly, wobbling)"
+            )
+        if isinstance(groups, str) or not isinstance(groups, Sequence):
+            raise ValueError(
+                f"concept entry {stem!r}: expected a list of catalog groups, got {groups!r}"
+            )
+        bad = [g for g in groups if g not in known]
+        if bad:
+            raise ValueError(
+                f"concept entry {stem!r}: unknown catalog group {bad[0]!r}; one of {sorted(known)}"
+            )
+        if stem in out:
+            raise ValueError(f"concept entry {stem!r} is given twice")
+        out[stem] = tuple(dict.fromkeys(groups))
+    return tuple(sorted(out.items()))
+
+
+def extend(
+    extra: Mapping[str, Sequence[str]] | Iterable[tuple[str, Sequence[str]]],
+    base: Lexicon = CONCEPTS,
+) -> dict[str, tuple[str, ...]]:
+    """``base`` with ``extra``'s stems added; a stem already in ``base`` takes ``extra``'s groups.
+
+    A stem given no groups is muted: its words point at nothing (e.g. ``{"flat": []}`` when a
+    benchmark's "flat" means a trend, not a stuck sensor). As in the shipped lexicon, a stem of
+    five letters or more matches every word it begins; a shorter one only the word itself and
+    its inflections (``lag``: lags, lagged, lagging; not large).
+
+    Example:
+        >>> lex = extend({"wobbl": ["noise", "window"], "flat": []})
+        >>> sorted(groups_for(["wobbly"], lex)), sorted(groups_for(["flat"], lex))
+        (['noise', 'window'], [])
+
+    Raises:
+        ValueError: A stem that is not three or more lower-case letters, a group not in the
+            catalog (:func:`catalog_groups`), or a stem given twice, naming the entry.
+    """
+    out = dict(base)
+    out.update(concept_entries(extra))
+    return out
+
+
+def load_concepts(path: str | Path) -> ConceptEntries:
+    """Lexicon entries from a JSON file: one object, stem -> list of catalog groups.
+
+    Example file: ``{"wobbl": ["noise", "window"], "plateau": ["anomaly", "segments"]}``.
+
+    Raises:
+        FileNotFoundError: No such file.
+        ValueError: Not a JSON object, or a bad entry (named, with the file).
+    """
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{p}: not JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{p}: expected one JSON object, stem -> list of catalog groups")
+    try:
+        return concept_entries(data)
+    except ValueError as exc:
+        raise ValueError(f"{p}: {exc}") from exc
 
 
 #: Endings a short stem may carry (inflections and the common derivations of the lexicon's words;

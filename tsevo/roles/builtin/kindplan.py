@@ -34,7 +34,15 @@ from tsevo.library.reading import apply_rule
 
 from ..protocols import Dossier, Example
 from .composite import Branch, Peer
-from .concepts import concept_stems, groups_for
+from .concepts import (
+    CONCEPTS,
+    ConceptEntries,
+    Lexicon,
+    concept_entries,
+    concept_stems,
+    extend,
+    groups_for,
+)
 from .kinds import KindIndex, generic_shape, median_kind_size
 from .measure import SpecCache
 from .optsem import option_semantics, semantic_rank, yes_no
@@ -126,6 +134,9 @@ class KindPlanSettings:
             (``mixed-dev10u-noyn-tests.json``). Nor is one the shrinkage step sets aside for a
             pooled learned rule: kept, those verdicts add about one point of harm for each two to
             three of gain (``mixed-dev10u-keeptests.json``, ``mixed-dev8-keeptests.json``).
+        concepts: Entries added to the concept lexicon for a benchmark's own words, a mapping or
+            :func:`~.concepts.load_concepts`' pairs (stem -> catalog groups, :func:`~.concepts.extend`;
+            empty: the shipped :data:`~.concepts.CONCEPTS`).
     """
 
     min_rows: int = 3
@@ -148,8 +159,12 @@ class KindPlanSettings:
     stability_noise: float = 0.5
     stability_power: float = 2.0
     yes_no_learned: bool = False
+    concepts: ConceptEntries = ()
 
     def __post_init__(self) -> None:
+        entries = concept_entries(self.concepts)
+        object.__setattr__(self, "concepts", entries)
+        object.__setattr__(self, "_lexicon", extend(entries) if entries else CONCEPTS)
         if self.stability_copies < 0:
             raise ValueError(f"stability_copies: {self.stability_copies} copies, need >= 0")
         if not 0.0 <= self.stability_noise < float("inf"):
@@ -158,6 +173,16 @@ class KindPlanSettings:
             raise ValueError(f"stability_power: {self.stability_power}, need a finite power > 0")
         if self.number_lead_quorum and not 0.5 < self.number_lead_quorum <= 1.0:
             raise ValueError(f"number_lead_quorum: {self.number_lead_quorum}, need 0 or (0.5, 1]")
+
+    def recorded(self) -> dict[str, Any]:
+        """What a run records of these settings beside its protocol: the lexicon's additions."""
+        return {"concepts": {s: list(g) for s, g in self.concepts}} if self.concepts else {}
+
+    @property
+    def lexicon(self) -> Lexicon:
+        """The concept lexicon the kinds' words are looked up in (the shipped one + ``concepts``)."""
+        lexicon: Lexicon = self._lexicon  # type: ignore[attr-defined]
+        return lexicon
 
 
 def _labelled(dossier: Dossier) -> list[Example]:
@@ -176,6 +201,7 @@ def _siblings(
     by_kind: Mapping[str, Sequence[Example]],
     option_sets: bool = True,
     named_ok: bool = True,
+    lexicon: Lexicon = CONCEPTS,
 ) -> list[str]:
     """Kinds with the same option shape that may ask ``kid``'s question (pooling partners).
 
@@ -196,16 +222,18 @@ def _siblings(
     else:
         specific = named_ok and option_semantics(k.option_labels) is not None
     specific = specific and not generic_shape(k.shape)
-    stems = concept_stems(k.anchor)
+    stems = concept_stems(k.anchor, lexicon)
     if not stems and not specific:
         return []
     unit = specific and bool(stems) and k.shape.startswith("numeric:")
-    family = groups_for(k.anchor) if unit else frozenset()  # a unit's partners: one family of words
+    family = (
+        groups_for(k.anchor, lexicon) if unit else frozenset()
+    )  # a unit's partners: one family of words
 
     def shares(o: Any) -> bool:
-        theirs = concept_stems(o.anchor)
+        theirs = concept_stems(o.anchor, lexicon)
         if unit and theirs:
-            return bool(family & groups_for(o.anchor))
+            return bool(family & groups_for(o.anchor, lexicon))
         return specific or bool(stems & theirs)
 
     return sorted(
@@ -233,7 +261,7 @@ def _search(
 
     Returns it with its source and its peers (its first ``settings.peers`` ties in that search).
     """
-    prior = groups_for(words)
+    prior = groups_for(words, settings.lexicon)
     # a Yes / No kind's test verdict competes with the learned rules of its concept groups
     test: Any = None
     if settings.option_rules:
@@ -362,14 +390,23 @@ def _plan_kind(
     kind = index.by_id[kid]
     current = sum(bool(getattr(e.record, "correct", False)) for e in ex)
     sibs = (
-        _siblings(index, kid, by_kind, settings.pool_option_sets, settings.option_rules)
+        _siblings(
+            index,
+            kid,
+            by_kind,
+            settings.pool_option_sets,
+            settings.option_rules,
+            settings.lexicon,
+        )
         if settings.pool
         else []
     )
     pooled = [*ex, *(e for s in sibs for e in by_kind[s])]
     entry: dict[str, Any] = {
         "template": kind.describe(),
-        "concepts": sorted(concept_stems(kind.anchor)),  # none: the whole catalog, strict bar
+        "concepts": sorted(
+            concept_stems(kind.anchor, settings.lexicon)
+        ),  # none: the whole catalog, strict bar
         "rows": len(ex),
         "errors": errors,
         "current_correct": current,

@@ -88,18 +88,17 @@ class MeasurementPlanner:
     Args:
         cache: Shared measurement cache (pass one to reuse measurements across buckets and rounds).
         top_k: Measurements kept for cross-validation after the train-accuracy screen.
-        few_top_k: The same in the few-examples regime (a question kind's handful of rows), where
-            many measurements fit every row in sample and the one the question asks for may rank
-            below chance fits; leave-one-out on a handful of rows is cheap.
+        few_top_k: The same in the few-examples regime (a kind's handful of rows), where chance
+            fits may outrank the asked-for measurement; leave-one-out on a few rows is cheap.
         keep: Measurements listed in the card for the synthesizer.
         combo_gain: Minimum CV gain for requesting a calibration tree.
         combo_partners: Ranked measurements tried as the tree's second feature.
+        kinds: Planning per question kind (:class:`.kindplan.KindPlanSettings`); None: per bucket.
     """
 
     name = "builtin-measurement-planner"
-    #: Buckets are planned in forked processes (CPU-bound; :func:`tsevo.evolve.plan.local_plans`).
-    #: A bucket's plan reads only its dossier and the cache :meth:`prepare` warmed, so the cards
-    #: are the same in any order; what a worker adds to its copy of the cache is not kept.
+    #: Buckets are planned in forked processes (:func:`tsevo.evolve.plan.local_plans`); a plan reads
+    #: its dossier and the cache :meth:`prepare` warmed alone, so cards do not depend on the order.
     parallel = "process"
 
     def __init__(
@@ -119,6 +118,10 @@ class MeasurementPlanner:
         self.combo_gain = combo_gain
         self.combo_partners = combo_partners
         self.kinds = kinds
+
+    def recorded_settings(self) -> dict[str, Any]:
+        """What a run records beside its protocol (:meth:`.kindplan.KindPlanSettings.recorded`)."""
+        return self.kinds.recorded() if self.kinds is not None else {}
 
     # ------------------------------------------------------------------ search
     def support_request(
