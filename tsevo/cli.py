@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tsevo.analysis import run_summary, summary_text
+from tsevo.analysis import run_summary, suite_kinds, suite_kinds_summary, summary_text
 from tsevo.data import Suite, load_suite
 from tsevo.data.sources import load_source
 from tsevo.data.synthetic import make_suite
@@ -22,6 +22,7 @@ from tsevo.library.library import Library
 from tsevo.library.sandbox import SandboxError
 from tsevo.library.sandbox.limits import ALLOW_ENV
 from tsevo.roles import RoleSet, RunStopped
+from tsevo.roles.builtin.concepts import load_concepts
 from tsevo.roles.llm.cliargs import add_llm_arguments, role_configs_from_args
 from tsevo.roles.llm.config import RoleConfigs
 from tsevo.store import RunFolderBusy, RunLayout
@@ -126,6 +127,28 @@ def _cmd_data_check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _cmd_data_kinds(args: argparse.Namespace) -> int:
+    """The suite's question kinds and the concept stems they hit (writes nothing)."""
+    suite, _ = _load_suite_arg(args.suite, args.seed)
+    frame = suite_kinds(suite, load_concepts(args.concepts) if args.concepts else ())
+    summary = suite_kinds_summary(frame)
+    if args.json:
+        print(json.dumps({"summary": summary, "kinds": frame.to_dict("records")}, indent=2))
+        return 0
+    print(f"{'train':>5} {'val':>4} {'test':>4}  {'concepts':<24} kind")
+    for r in frame.itertuples():
+        stems = ",".join(r.concepts) or "-"
+        print(f"{r.train:>5} {r.val:>4} {r.test:>4}  {stems[:24]:<24} {r.template} [{r.shape}]")
+    print(
+        f"{summary['kinds']} kinds over {summary['questions']} questions "
+        f"(median {summary['median_questions_per_kind']:g} per kind); "
+        f"{summary['learnable_kinds']} with 3+ train questions; "
+        f"{summary['without_concepts']} hit no lexicon stem "
+        f"({summary['without_concepts_learnable']} of them with 3+ train questions)"
+    )
+    return 0
+
+
 def _load_suite_arg(spec: str, seed: int) -> tuple[Suite, str]:
     """A suite from ``synthetic[:size]`` or a suite file (split when it has no assignment)."""
     if spec.startswith("synthetic"):
@@ -167,11 +190,13 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
             )
         cfg = cfg.replace(answer=paper_baseline(args.baseline))
     if args.backend == "llm":
+        if args.concepts:
+            raise SystemExit("tsevo evolve: --concepts extends the builtin planner's lexicon")
         roles = RoleSet.llm(
             role_configs_from_args(args), run_dir=args.out, max_attempts=cfg.max_synthesis_attempts
         )
     else:
-        roles = RoleSet.builtin()
+        roles = RoleSet.builtin(concepts=load_concepts(args.concepts) if args.concepts else ())
     try:
         with roles:
             evolve(
@@ -334,6 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--out", type=Path, required=True, help="run folder (rerun the same command to resume)"
     )
+    ev.add_argument(
+        "--concepts",
+        type=Path,
+        help="a JSON object of concept-lexicon entries for the builtin planner (stem -> list of "
+        "catalog groups; tsevo data kinds shows which question kinds need one)",
+    )
     ev.add_argument("--quiet", action="store_true", help="no progress bars")
     add_llm_arguments(ev)
     ev.set_defaults(func=_cmd_evolve)
@@ -427,6 +458,17 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("path", type=Path, help="the suite file")
     chk.add_argument("--json", action="store_true", help="print the report as JSON")
     chk.set_defaults(func=_cmd_data_check)
+
+    kinds = dsub.add_parser(
+        "kinds",
+        help="the question kinds recovered from a suite's wording, their questions per split and "
+        "the concept-lexicon stems their words hit (none: searched over the whole catalog)",
+    )
+    kinds.add_argument("suite", help="synthetic[:size] or a suite file (split as evolve splits)")
+    kinds.add_argument("--seed", type=int, default=0, help="split seed (as tsevo evolve --seed)")
+    kinds.add_argument("--concepts", type=Path, help="lexicon entries to add (JSON, as evolve)")
+    kinds.add_argument("--json", action="store_true", help="print kinds and summary as JSON")
+    kinds.set_defaults(func=_cmd_data_kinds)
     return p
 
 

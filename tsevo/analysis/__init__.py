@@ -13,7 +13,8 @@ Nothing here answers questions, changes a run or plots (figures live in :mod:`ts
   :func:`calibration_table`, :func:`repairs_table`
 * question kinds and composite tools: :func:`kinds_table` (each kind recovered from the wording
   and what the planner did with it), :func:`branch_effects` (what each branch read on a split and
-  what its stage made of it, :func:`stage_effect`)
+  what its stage made of it, :func:`stage_effect`); before any round, a suite's kinds and the
+  concept words they hit: :func:`suite_kinds`, :func:`suite_kinds_summary`
 * the gate: :func:`gate_df`, :func:`paired_table`, :func:`paired_rows`, :func:`prune_df`
 * the report-only test and summaries: :func:`test_deltas`, :func:`run_summary`,
   :func:`summary_text` (a composite in brief: :func:`brief_measurement`), :func:`run_text`,
@@ -94,6 +95,7 @@ from .marachain import (
     selection_optimism_df,
 )
 from .measurements import MEASUREMENTS_COLUMNS, measurements_df
+from .suite_kinds import SUITE_KINDS_COLUMNS, suite_kinds, suite_kinds_summary
 from .summary import (
     brief_measurement,
     run_metrics,
@@ -180,6 +182,7 @@ __all__ = [
     "PRUNE_COLUMNS",
     "REPAIRS_COLUMNS",
     "SELECTION_OPTIMISM_COLUMNS",
+    "SUITE_KINDS_COLUMNS",
     "TAXONOMY_ARMS",
     "TAXONOMY_ARMS_COLUMNS",
     "TAXONOMY_ARM_KEYS",
@@ -235,6 +238,8 @@ __all__ = [
     "selection_optimism_df",
     "solver_table",
     "stage_effect",
+    "suite_kinds",
+    "suite_kinds_summary",
     "suite_metrics",
     "summary_text",
     "taxonomy_answer_rows",

@@ -1,0 +1,96 @@
+"""A suite's question kinds and the concept words they hit, before any round: ``tsevo data kinds``.
+
+The builtin planner recovers question kinds from wording (:mod:`tsevo.roles.builtin.kinds`) and
+searches each kind's measurement first in the catalog groups its words point at
+(:mod:`tsevo.roles.builtin.concepts`); a kind whose words hit no lexicon stem is searched over the
+whole catalog at a stricter bar, and a kind with fewer than three train questions is not learned
+alone. :func:`suite_kinds` shows both for a researcher's own benchmark before a round is run, so
+the lexicon can be extended for its words (``tsevo evolve --concepts FILE``) where it has none.
+
+Kinds are recovered from the wording of every question of the suite (no gold, no answers); a round
+recovers them from its train rows only, so a rare kind may split or merge differently there.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from tsevo.data import QuestionView, Suite
+from tsevo.roles.builtin.concepts import (
+    CONCEPTS,
+    concept_entries,
+    concept_stems,
+    extend,
+    groups_for,
+)
+from tsevo.roles.builtin.kinds import induce_kinds
+
+__all__ = ["SUITE_KINDS_COLUMNS", "suite_kinds", "suite_kinds_summary"]
+
+SUITE_KINDS_COLUMNS = [
+    "kind", "template", "shape", "questions", "train", "val", "test", "concepts", "groups",
+]  # fmt: skip
+
+#: Fewest train questions a kind is learned from on its own (``KindPlanSettings.min_rows``).
+MIN_ROWS = 3
+
+
+def suite_kinds(
+    suite: Suite, concepts: Mapping[str, Sequence[str]] | Sequence[Any] = ()
+) -> pd.DataFrame:
+    """One row per question kind recovered from the suite's wording.
+
+    Args:
+        suite: Any suite; split columns count 0 where it has no splits.
+        concepts: Lexicon additions, as ``tsevo evolve --concepts`` takes them
+            (:func:`~tsevo.roles.builtin.concepts.extend`).
+
+    Returns:
+        Columns :data:`SUITE_KINDS_COLUMNS`: ``kind`` (content-derived id), ``template`` (masked
+        wording, slots as ``*``), ``shape`` (option shape), ``questions`` and per split counts,
+        ``concepts`` (the lexicon stems its shared words hit, sorted; empty: searched over the
+        whole catalog at the strict bar), ``groups`` (the catalog groups they point at). Sorted by
+        train questions, then questions, descending.
+    """
+    lexicon = extend(concept_entries(concepts)) if concepts else CONCEPTS
+    views = {q.id: QuestionView.of(q, q.id) for q in suite}
+    rows = []
+    for k in induce_kinds(views.values()):
+        split = Counter(suite.splits.get(m, "") for m in k.members)
+        rows.append(
+            {
+                "kind": k.id,
+                "template": " ".join(k.template),
+                "shape": k.shape,
+                "questions": len(k.members),
+                "train": split["train"],
+                "val": split["val"],
+                "test": split["test"],
+                "concepts": sorted(concept_stems(k.anchor, lexicon)),
+                "groups": sorted(groups_for(k.anchor, lexicon)),
+            }
+        )
+    frame = pd.DataFrame(rows, columns=SUITE_KINDS_COLUMNS)
+    return frame.sort_values(["train", "questions", "kind"], ascending=[False, False, True])
+
+
+def suite_kinds_summary(frame: pd.DataFrame, split: bool = True) -> dict[str, Any]:
+    """Counts over :func:`suite_kinds`' rows: kinds, learnable ones, ones no lexicon word reaches.
+
+    ``split`` False (a suite without splits): learnable counts all of a kind's questions.
+    """
+    rows = frame["train"] if split else frame["questions"]
+    none = frame[[not c for c in frame["concepts"]]]
+    none_rows = none["train"] if split else none["questions"]
+    return {
+        "kinds": len(frame),
+        "questions": int(frame["questions"].sum()),
+        "median_questions_per_kind": float(frame["questions"].median()) if len(frame) else 0.0,
+        "learnable_kinds": int((rows >= MIN_ROWS).sum()),
+        "without_concepts": len(none),
+        "without_concepts_learnable": int((none_rows >= MIN_ROWS).sum()),
+    }
