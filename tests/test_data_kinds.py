@@ -16,9 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "experiments" / "example_questions.jsonl"
 
 
-def _suite() -> Suite:
+def _suite(texts: dict[str, str] | None = None) -> Suite:
     y = {"X": [1.0, 2.0, 1.5, 3.0, 2.5, 4.0]}
-    texts = {
+    texts = texts or {
         "w": "Does X wobble a lot after step {i}?",  # no lexicon word
         "t": "Is there an upward trend in X after step {i}?",
     }
@@ -40,11 +40,13 @@ def test_kinds_count_questions_per_split_and_show_the_stems_their_words_hit():
     assert rows["is"].concepts == ["trend", "upward"] and "trend" in rows["is"].groups
     assert rows["does"].concepts == [] and rows["does"].groups == []
     assert (rows["does"].train, rows["does"].val, rows["does"].test) == (3, 0, 1)
+    assert (rows["does"].pooled_train, rows["does"].partners) == (3, 0)  # Yes / No: no partner
     assert suite_kinds_summary(frame) == {
         "kinds": 2,
         "questions": 8,
         "median_questions_per_kind": 4.0,
         "learnable_kinds": 2,
+        "learnable_pooled": 2,
         "without_concepts": 1,
         "without_concepts_learnable": 1,
     }
@@ -54,6 +56,24 @@ def test_kinds_count_questions_per_split_and_show_the_stems_their_words_hit():
     assert wobble["concepts"] == ["wobbl"] and wobble["groups"] == ["noise", "window"]
     assert suite_kinds_summary(added)["without_concepts"] == 0
     assert suite_kinds(_suite())["concepts"].tolist() == frame["concepts"].tolist()
+
+
+def test_a_shared_added_stem_makes_two_phrasings_pooling_partners():
+    # two phrasings of one Yes / No question: nothing the planner may pool them on until the
+    # lexicon knows their word
+    texts = {
+        "a": "Is X climbing at step {i}?",
+        "b": "Does X keep climbing all the way to step {i}?",
+    }
+    before = suite_kinds(_suite(texts))
+    assert before["concepts"].tolist() == [[], []]
+    assert before["pooled_train"].tolist() == [3, 3] and before["partners"].tolist() == [0, 0]
+    after = suite_kinds(_suite(texts), {"climb": ["trend"]})
+    assert after["concepts"].tolist() == [["climb"], ["climb"]]
+    assert after["pooled_train"].tolist() == [6, 6] and after["partners"].tolist() == [1, 1]
+    # a kind without train questions has no branch to serve it, whatever its partners hold
+    unsplit = Suite("mine", list(_suite(texts)))
+    assert set(suite_kinds(unsplit, {"climb": ["trend"]})["pooled_train"]) == {0}
 
 
 def test_cli_lists_kinds_of_a_suite_file_with_and_without_additions(tmp_path, capsys):
@@ -100,9 +120,10 @@ def test_the_readme_figures_for_a_mixed_development_seed(capsys):
     assert main(["data", "kinds", "synthetic:mixed", "--seed", "60011", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)["summary"]
     assert (summary["kinds"], summary["questions"]) == (137, 612)
-    assert (summary["learnable_kinds"], summary["without_concepts"]) == (47, 4)
+    assert (summary["learnable_kinds"], summary["learnable_pooled"]) == (47, 122)
+    assert summary["without_concepts"] == 4
     readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
     assert (
-        "137 kinds from the wording of 612 questions, 47 of them with three or more train "
-        "questions, 4 hitting no stem"
+        "137 kinds from the wording of 612 questions: 47 have three or more train questions of "
+        "their own, 122 with their pooling partners', and 4 hit no stem"
     ) in readme

@@ -11,7 +11,7 @@ import numpy as np
 from tsevo.data import Question, QuestionView
 from tsevo.library.primitives import CATALOG
 from tsevo.roles.builtin import MeasurementPlanner
-from tsevo.roles.builtin.kindplan import KindPlanSettings, _siblings, plan_kinds
+from tsevo.roles.builtin.kindplan import KindPlanSettings, plan_kinds, pooling_partners
 from tsevo.roles.builtin.kinds import KindIndex, generic_shape
 from tsevo.roles.protocols import Dossier, Example
 
@@ -138,10 +138,10 @@ def test_numbers_in_one_unit_are_one_option_set_and_other_units_another():
     assert index.by_id[kind["va1"]].shape == "numeric:seconds"
     assert kind["va1"] == kind["va2"] != kind["vm1"] and kind["vb1"] != kind["va1"]
     everyone = {k.id: [] for k in index.kinds}
-    assert _siblings(index, kind["va1"], everyone) == [kind["vb1"]]
-    assert _siblings(index, kind["vm1"], everyone) == []
+    assert pooling_partners(index, kind["va1"], everyone) == [kind["vb1"]]
+    assert pooling_partners(index, kind["vm1"], everyone) == []
     # bare numbers say nothing of the question: only a shared concept word would pool them
-    assert _siblings(index, kind["vc1"], everyone) == []
+    assert pooling_partners(index, kind["vc1"], everyone) == []
 
 
 def test_given_kinds_replace_the_recovered_ones():
@@ -194,9 +194,9 @@ def test_options_that_only_name_a_series_make_no_pooling_partners():
     index = KindIndex(views)
     kind = {v.id: index.of[v.id] for v in views}
     everyone = {k.id: [] for k in index.kinds}
-    assert _siblings(index, kind["vn1"], everyone) == []
+    assert pooling_partners(index, kind["vn1"], everyone) == []
     # a shared concept word still makes partners under such options
-    assert _siblings(index, kind["va1"], everyone) == [kind["vb1"]]
+    assert pooling_partners(index, kind["va1"], everyone) == [kind["vb1"]]
 
 
 def test_numbers_in_one_unit_pool_only_where_the_words_name_one_family_of_measurements():
@@ -215,14 +215,18 @@ def test_numbers_in_one_unit_pool_only_where_the_words_name_one_family_of_measur
     assert {index.by_id[k].shape for k in kind.values()} == {"numeric:hours"}
     everyone = {k.id: [] for k in index.kinds}
     # a cycle's period and its oscillation: words of one family (the spectral groups)
-    assert kind["vc1"] in _siblings(index, kind["vp1"], everyone)
+    assert kind["vc1"] in pooling_partners(index, kind["vp1"], everyone)
     # a period and a level shift share the unit, not the question
-    assert kind["vs1"] not in _siblings(index, kind["vp1"], everyone)
-    assert kind["vp1"] not in _siblings(index, kind["vs1"], everyone)
+    assert kind["vs1"] not in pooling_partners(index, kind["vp1"], everyone)
+    assert kind["vp1"] not in pooling_partners(index, kind["vs1"], everyone)
     # a kind whose words name no concept keeps the unit alone as its evidence
-    assert set(_siblings(index, kind["vu1"], everyone)) == {kind["vp1"], kind["vc1"], kind["vs1"]}
+    assert set(pooling_partners(index, kind["vu1"], everyone)) == {
+        kind["vp1"],
+        kind["vc1"],
+        kind["vs1"],
+    }
     # with option sets making no partners, only a shared concept word does, as before
-    assert _siblings(index, kind["vp1"], everyone, option_sets=False) == []
+    assert pooling_partners(index, kind["vp1"], everyone, option_sets=False) == []
 
 
 def test_a_benchmark_word_added_to_the_lexicon_pools_its_phrasings_and_guides_their_search():

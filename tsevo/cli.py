@@ -135,14 +135,18 @@ def _cmd_data_kinds(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"summary": summary, "kinds": frame.to_dict("records")}, indent=2))
         return 0
-    print(f"{'train':>5} {'val':>4} {'test':>4}  {'concepts':<24} kind")
+    print(f"{'train':>5} {'pooled':>6} {'val':>4} {'test':>4}  {'concepts':<24} kind")
     for r in frame.itertuples():
         stems = ",".join(r.concepts) or "-"
-        print(f"{r.train:>5} {r.val:>4} {r.test:>4}  {stems[:24]:<24} {r.template} [{r.shape}]")
+        print(
+            f"{r.train:>5} {r.pooled_train:>6} {r.val:>4} {r.test:>4}  {stems[:24]:<24} "
+            f"{r.template} [{r.shape}]"
+        )
     print(
         f"{summary['kinds']} kinds over {summary['questions']} questions "
         f"(median {summary['median_questions_per_kind']:g} per kind); "
-        f"{summary['learnable_kinds']} with 3+ train questions; "
+        f"{summary['learnable_kinds']} with 3+ train questions, "
+        f"{summary['learnable_pooled']} with their pooling partners'; "
         f"{summary['without_concepts']} hit no lexicon stem "
         f"({summary['without_concepts_learnable']} of them with 3+ train questions)"
     )

@@ -20,19 +20,15 @@ from typing import Any
 import pandas as pd
 
 from tsevo.data import QuestionView, Suite
-from tsevo.roles.builtin.concepts import (
-    CONCEPTS,
-    concept_entries,
-    concept_stems,
-    extend,
-    groups_for,
-)
-from tsevo.roles.builtin.kinds import induce_kinds
+from tsevo.roles.builtin.concepts import concept_entries, concept_stems, groups_for
+from tsevo.roles.builtin.kindplan import KindPlanSettings, pooling_partners
+from tsevo.roles.builtin.kinds import KindIndex
 
 __all__ = ["SUITE_KINDS_COLUMNS", "suite_kinds", "suite_kinds_summary"]
 
 SUITE_KINDS_COLUMNS = [
-    "kind", "template", "shape", "questions", "train", "val", "test", "concepts", "groups",
+    "kind", "template", "shape", "questions", "train", "val", "test", "pooled_train", "partners",
+    "concepts", "groups",
 ]  # fmt: skip
 
 #: Fewest train questions a kind is learned from on its own (``KindPlanSettings.min_rows``).
@@ -52,24 +48,36 @@ def suite_kinds(
     Returns:
         Columns :data:`SUITE_KINDS_COLUMNS`: ``kind`` (content-derived id), ``template`` (masked
         wording, slots as ``*``), ``shape`` (option shape), ``questions`` and per split counts,
-        ``concepts`` (the lexicon stems its shared words hit, sorted; empty: searched over the
-        whole catalog at the strict bar), ``groups`` (the catalog groups they point at). Sorted by
-        train questions, then questions, descending.
+        ``pooled_train`` (its train questions and those of its ``partners``, the kinds it may pool
+        rows with: same option shape and a specific option set or a shared stem,
+        :func:`~tsevo.roles.builtin.kindplan.pooling_partners`; what a kind of one or two train
+        questions is learned from; 0 for a kind without train questions, which no branch serves),
+        ``concepts`` (the lexicon stems its shared words hit, sorted;
+        empty: searched over the whole catalog at the strict bar), ``groups`` (the catalog groups
+        they point at). Sorted by train questions, then questions, descending.
     """
-    lexicon = extend(concept_entries(concepts)) if concepts else CONCEPTS
-    views = {q.id: QuestionView.of(q, q.id) for q in suite}
+    settings = KindPlanSettings(concepts=concept_entries(concepts))
+    lexicon = settings.lexicon
+    index = KindIndex(QuestionView.of(q, q.id) for q in suite)
+    split = {k.id: Counter(suite.splits.get(m, "") for m in k.members) for k in index.kinds}
+    with_train: dict[str, tuple[()]] = {kid: () for kid, c in split.items() if c["train"]}
     rows = []
-    for k in induce_kinds(views.values()):
-        split = Counter(suite.splits.get(m, "") for m in k.members)
+    for k in index.kinds:
+        own = split[k.id]["train"]
+        partners = pooling_partners(
+            index, k.id, with_train, settings.pool_option_sets, settings.option_rules, lexicon
+        )
         rows.append(
             {
                 "kind": k.id,
                 "template": " ".join(k.template),
                 "shape": k.shape,
                 "questions": len(k.members),
-                "train": split["train"],
-                "val": split["val"],
-                "test": split["test"],
+                "train": own,
+                "val": split[k.id]["val"],
+                "test": split[k.id]["test"],
+                "pooled_train": own + sum(split[p]["train"] for p in partners) if own else 0,
+                "partners": len(partners),
                 "concepts": sorted(concept_stems(k.anchor, lexicon)),
                 "groups": sorted(groups_for(k.anchor, lexicon)),
             }
@@ -81,7 +89,9 @@ def suite_kinds(
 def suite_kinds_summary(frame: pd.DataFrame, split: bool = True) -> dict[str, Any]:
     """Counts over :func:`suite_kinds`' rows: kinds, learnable ones, ones no lexicon word reaches.
 
-    ``split`` False (a suite without splits): learnable counts all of a kind's questions.
+    A kind is learnable with three or more train questions of its own (``learnable_kinds``), or
+    with its pooling partners' (``learnable_pooled``). ``split`` False (a suite without splits):
+    learnable counts all of a kind's questions, and ``learnable_pooled`` is ``None``.
     """
     rows = frame["train"] if split else frame["questions"]
     none = frame[[not c for c in frame["concepts"]]]
@@ -91,6 +101,7 @@ def suite_kinds_summary(frame: pd.DataFrame, split: bool = True) -> dict[str, An
         "questions": int(frame["questions"].sum()),
         "median_questions_per_kind": float(frame["questions"].median()) if len(frame) else 0.0,
         "learnable_kinds": int((rows >= MIN_ROWS).sum()),
+        "learnable_pooled": int((frame["pooled_train"] >= MIN_ROWS).sum()) if split else None,
         "without_concepts": len(none),
         "without_concepts_learnable": int((none_rows >= MIN_ROWS).sum()),
     }

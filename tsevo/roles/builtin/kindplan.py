@@ -48,7 +48,7 @@ from .measure import SpecCache
 from .optsem import option_semantics, semantic_rank, yes_no
 from .stability import stability
 
-__all__ = ["KindPlanSettings", "plan_kinds", "support_request"]
+__all__ = ["KindPlanSettings", "plan_kinds", "pooling_partners", "support_request"]
 
 
 class _Ranker(Protocol):
@@ -90,7 +90,7 @@ class KindPlanSettings:
         option_bar: Least leave-one-out accuracy of such a rule.
         pool: Pool a kind's rows with those of kinds that share its option shape and either a
             specific option set or a concept word (two phrasings of one question, or one concept
-            under one option set; see ``_siblings``); the pooled rule
+            under one option set; see ``pooling_partners``); the pooled rule
             is used when it reads the kind's own rows at least as well as the kind's own rule does
             out of sample (shrinkage toward the pooled rule).
         peers: Most other measurements a branch's rule must agree with (0: none). They are the
@@ -195,7 +195,7 @@ def _labelled(dossier: Dossier) -> list[Example]:
     return out
 
 
-def _siblings(
+def pooling_partners(
     index: KindIndex,
     kid: str,
     by_kind: Mapping[str, Sequence[Example]],
@@ -390,7 +390,7 @@ def _plan_kind(
     kind = index.by_id[kid]
     current = sum(bool(getattr(e.record, "correct", False)) for e in ex)
     sibs = (
-        _siblings(
+        pooling_partners(
             index,
             kid,
             by_kind,
