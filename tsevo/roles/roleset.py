@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from .builtin import (
     RuleReviewer,
     TemplateSynthesizer,
 )
+from .builtin.concepts import ConceptEntries, concept_entries
 from .builtin.planner import DEFAULT_KINDS
 from .callbacks import Callback
 from .llm.backend import LLMBackend, open_backend
@@ -76,7 +77,9 @@ class RoleSet:
     backend_handle: LLMBackend | None = field(default=None, repr=False)
 
     @classmethod
-    def builtin(cls, *, concepts: Any = (), **overrides: Any) -> RoleSet:
+    def builtin(
+        cls, *, concepts: Mapping[str, Sequence[str]] | ConceptEntries = (), **overrides: Any
+    ) -> RoleSet:
         """The embedded default: deterministic, offline builtin roles (``overrides`` replace roles).
 
         ``concepts`` adds entries to the builtin planner's concept lexicon for a benchmark's own
@@ -85,7 +88,7 @@ class RoleSet:
         """
         kinds = DEFAULT_KINDS
         if concepts and kinds is not None:
-            kinds = dataclasses.replace(kinds, concepts=concepts)
+            kinds = dataclasses.replace(kinds, concepts=concept_entries(concepts))
         elif concepts:
             raise ValueError("concepts: the builtin planner's kind planning is off (DEFAULT_KINDS)")
         rs = cls(
