@@ -31,8 +31,8 @@ SUITE_KINDS_COLUMNS = [
     "concepts", "groups",
 ]  # fmt: skip
 
-#: Fewest train questions a kind is learned from on its own (``KindPlanSettings.min_rows``).
-MIN_ROWS = 3
+#: Fewest train questions a kind is learned from on its own (the planner's default).
+MIN_ROWS: int = KindPlanSettings().min_rows
 
 
 def suite_kinds(
