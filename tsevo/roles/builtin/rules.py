@@ -225,7 +225,7 @@ def _fit_nearest(rows: Sequence[Row], key: str, min_points: int = 3) -> ReadingR
     y = np.asarray(ys)
     cands = [(1.0, 0.0)]
     if (
-        len(xs) >= max(3, min_points)  # two parameters: fitted on three points or more
+        len(xs) >= max(2, min_points)
         and np.all(np.isfinite(x))
         and np.all(np.abs(x) < 1e12)
         and np.ptp(x) > 1e-12 * (1 + np.abs(x).max())
@@ -256,11 +256,7 @@ def fit_rule(kind: str, rows: Sequence[Row], key: str, *, few: bool = False) -> 
 
     ``few``: the few-examples regime (a question kind with a handful of train rows): a label rule
     from two rows of two classes, a numeric reading from one row (identity or a scale through the
-    origin) and an affine one from three (a unit conversion is exact). An affine map through two
-    points fits any measurement, so leave-one-out on three rows could not tell a conversion from
-    a fluke that one scale and offset carry onto the options (e.g. a spike's location read as a
-    spike count); on development seeds of ``mixed`` asking for a third point gained +0.43 +- 0.13
-    pp at +0.06 +- 0.06 pp of harm (``runs/bench/mixed-dev10u-affine3.json``).
+    origin) and an affine one from two (a unit conversion is exact).
     """
     if kind == "label":
         return _fit_label(rows, key, 2 if few else 4)
