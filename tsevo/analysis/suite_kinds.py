@@ -86,22 +86,19 @@ def suite_kinds(
     return frame.sort_values(["train", "questions", "kind"], ascending=[False, False, True])
 
 
-def suite_kinds_summary(frame: pd.DataFrame, split: bool = True) -> dict[str, Any]:
+def suite_kinds_summary(frame: pd.DataFrame) -> dict[str, Any]:
     """Counts over :func:`suite_kinds`' rows: kinds, learnable ones, ones no lexicon word reaches.
 
     A kind is learnable with three or more train questions of its own (``learnable_kinds``), or
-    with its pooling partners' (``learnable_pooled``). ``split`` False (a suite without splits):
-    learnable counts all of a kind's questions, and ``learnable_pooled`` is ``None``.
+    with its pooling partners' (``learnable_pooled``).
     """
-    rows = frame["train"] if split else frame["questions"]
     none = frame[[not c for c in frame["concepts"]]]
-    none_rows = none["train"] if split else none["questions"]
     return {
         "kinds": len(frame),
         "questions": int(frame["questions"].sum()),
         "median_questions_per_kind": float(frame["questions"].median()) if len(frame) else 0.0,
-        "learnable_kinds": int((rows >= MIN_ROWS).sum()),
-        "learnable_pooled": int((frame["pooled_train"] >= MIN_ROWS).sum()) if split else None,
+        "learnable_kinds": int((frame["train"] >= MIN_ROWS).sum()),
+        "learnable_pooled": int((frame["pooled_train"] >= MIN_ROWS).sum()),
         "without_concepts": len(none),
-        "without_concepts_learnable": int((none_rows >= MIN_ROWS).sum()),
+        "without_concepts_learnable": int((none["train"] >= MIN_ROWS).sum()),
     }

@@ -227,6 +227,8 @@ def concept_entries(
         ValueError: Naming the first bad entry.
     """
     items = list(extra.items()) if isinstance(extra, Mapping) else list(extra)
+    if not items:
+        return ()
     known = catalog_groups()
     out: dict[str, tuple[str, ...]] = {}
     for stem, groups in items:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 from tsevo.data import QuestionView
@@ -162,9 +163,7 @@ class KindPlanSettings:
     concepts: ConceptEntries = ()
 
     def __post_init__(self) -> None:
-        entries = concept_entries(self.concepts)
-        object.__setattr__(self, "concepts", entries)
-        object.__setattr__(self, "_lexicon", extend(entries) if entries else CONCEPTS)
+        object.__setattr__(self, "concepts", concept_entries(self.concepts))
         if self.stability_copies < 0:
             raise ValueError(f"stability_copies: {self.stability_copies} copies, need >= 0")
         if not 0.0 <= self.stability_noise < float("inf"):
@@ -178,11 +177,10 @@ class KindPlanSettings:
         """What a run records of these settings beside its protocol: the lexicon's additions."""
         return {"concepts": {s: list(g) for s, g in self.concepts}} if self.concepts else {}
 
-    @property
+    @cached_property
     def lexicon(self) -> Lexicon:
         """The concept lexicon the kinds' words are looked up in (the shipped one + ``concepts``)."""
-        lexicon: Lexicon = self._lexicon  # type: ignore[attr-defined]
-        return lexicon
+        return extend(self.concepts) if self.concepts else CONCEPTS
 
 
 def _labelled(dossier: Dossier) -> list[Example]:
@@ -226,9 +224,8 @@ def pooling_partners(
     if not stems and not specific:
         return []
     unit = specific and bool(stems) and k.shape.startswith("numeric:")
-    family = (
-        groups_for(k.anchor, lexicon) if unit else frozenset()
-    )  # a unit's partners: one family of words
+    # a unit's partners: one family of words
+    family = groups_for(k.anchor, lexicon) if unit else frozenset()
 
     def shares(o: Any) -> bool:
         theirs = concept_stems(o.anchor, lexicon)
@@ -404,9 +401,8 @@ def _plan_kind(
     pooled = [*ex, *(e for s in sibs for e in by_kind[s])]
     entry: dict[str, Any] = {
         "template": kind.describe(),
-        "concepts": sorted(
-            concept_stems(kind.anchor, settings.lexicon)
-        ),  # none: the whole catalog, strict bar
+        # none: the whole catalog, at the strict bar
+        "concepts": sorted(concept_stems(kind.anchor, settings.lexicon)),
         "rows": len(ex),
         "errors": errors,
         "current_correct": current,
