@@ -9,15 +9,24 @@ from types import SimpleNamespace
 
 import pytest
 
+from tsevo.agent import AnswerRecord
 from tsevo.cli import build_parser, evolve_config
 from tsevo.data import Question, QuestionView
 from tsevo.data.synthetic import make_suite
 from tsevo.evolve import ProtocolConfig
-from tsevo.evolve.plan import split_bucket
-from tsevo.evolve.support import SupportConfig, granted_support, request_support
+from tsevo.evolve.cluster import Bucket
+from tsevo.evolve.plan import build_dossier, split_bucket
+from tsevo.evolve.support import (
+    SupportConfig,
+    background_rows,
+    granted_support,
+    request_support,
+)
+from tsevo.evolve.views import ViewIds
 from tsevo.roles.builtin import MeasurementPlanner
 from tsevo.roles.builtin.kindplan import KindPlanSettings, support_request
 from tsevo.roles.builtin.kinds import KindIndex
+from tsevo.roles.protocols import Category
 
 ON = SupportConfig(planner_requests=True)
 OFF = SupportConfig(planner_requests=False, triage_bound=False)
@@ -73,6 +82,45 @@ def test_the_split_honours_a_granted_request_and_stays_disjoint() -> None:
     assert not set(asked.support) & set(asked.held_out)
     off = ProtocolConfig(support=OFF)
     assert split_bucket(bucket, off, request=(1.0, 30)) == plain  # type: ignore[arg-type]
+
+
+def test_a_widened_bucket_gets_the_wider_background() -> None:
+    cfg = ProtocolConfig.from_params({"support.planner_requests": True})
+    assert (cfg.planner_background, cfg.support.background) == (48, 72)
+    assert background_rows(30, 29, cfg) == 72  # a granted request widened the support
+    assert background_rows(30, 12, cfg) == 48  # the protocol's split
+    assert background_rows(5, 3, cfg) == 48  # granted, but no wider than ceil(5 / 2)
+    assert background_rows(30, 29, ProtocolConfig(support=OFF)) == 48  # asks are not honoured
+    assert background_rows(30, 29, ProtocolConfig.from_params({"support.background": 10})) == 10
+    with pytest.raises(ValueError, match="background"):
+        SupportConfig(background=-1)
+
+
+def test_the_dossier_of_a_widened_bucket_holds_the_wider_background(
+    mixed_train: list[Question],
+) -> None:
+    train = {q.id: q for q in mixed_train}
+    records = {
+        q.id: AnswerRecord(q.id, q.fingerprint, q.task, 0, "", (), 0, q.gold == 0)
+        for q in mixed_train
+    }
+    errors = tuple(q.id for q in mixed_train if q.gold != 0)[:40]
+    bucket = Bucket("no_tool.c1", "no_tool", Category("c1", "c1", ""), errors)
+    cfg = ProtocolConfig.from_params({"support.planner_requests": True})
+    ids = ViewIds(mixed_train, "5")
+    sizes = {}
+    for name, request in (("plain", None), ("asked", (1.0, 40))):
+        split = split_bucket(bucket, cfg, ids, request)
+        dossier = build_dossier(
+            bucket, split, train, records, cfg, exclude=set(split.held_out), ids=ids
+        )
+        shown = {e.question.id for e in dossier.support}
+        assert not shown & {e.question.id for e in dossier.background}
+        assert not {ids.opaque(q) for q in split.held_out} & {
+            e.question.id for e in dossier.background
+        }
+        sizes[name] = (len(dossier.support), len(dossier.background))
+    assert sizes == {"plain": (12, 48), "asked": (39, 72)}
 
 
 @pytest.fixture(scope="module")

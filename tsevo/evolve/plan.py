@@ -6,8 +6,9 @@ calibration) and held-out rows (at most ``prefilter_errors``, used only by the p
 never overlap; with few members the support gets half (rounded up). A local planner may ask for a
 larger share from the members' wording (:mod:`.support`; granted within ``ProtocolConfig.support``).
 
-*Background*: up to ``planner_background`` other train rows of the bucket's tasks, most similar in
-wording to the support rows, right or wrong, excluding every held-out row.
+*Background*: up to ``planner_background`` other train rows of the bucket's tasks (``support.background``
+where a granted request widened the bucket's support), most similar in wording to the support rows,
+right or wrong, excluding every held-out row.
 
 *Coordination*: the global planner's groups are checked mechanically — every card exactly once, and
 members of a merged group share measurement, signature, input shape, option shape and rule kind. An
@@ -38,7 +39,7 @@ from tsevo.taxonomy.consumers import Consumers, coded_diagnosis, fire_codes
 
 from .cluster import Bucket
 from .config import ProtocolConfig
-from .support import granted_support, request_support
+from .support import background_rows, granted_support, request_support
 from .views import ViewIds
 
 __all__ = [
@@ -170,7 +171,8 @@ def build_dossier(
             _h(cfg.seed, ids.key(q.id)),
         ),
     )
-    background = tuple(ids.example(q, records[q.id]) for q in scored[: cfg.planner_background])
+    n_background = background_rows(len(bucket.members), len(split.support), cfg)
+    background = tuple(ids.example(q, records[q.id]) for q in scored[:n_background])
     return Dossier(
         bucket_id=bucket.id,
         side=bucket.side,

@@ -42,6 +42,17 @@ With that, a granted request keeps all but one of a bucket's errors in support (
 ``max_rows`` 200; before, 0.85 and 60 rows): the planner sees every kind's errors, and held-out
 rows that no branch could serve taught nothing. On those ten seeds +3.3 pp, harm +0.0 (the log).
 
+Such a bucket's planner then sees 27 to 71 errors of a dozen kinds or more against the
+protocol's 48 background rows (the train rows most like them in wording), so many kinds are
+planned on their errors and a row or two the agent got right. A widened bucket gets ``background``
+rows instead (72). On the development seeds of ``mixed`` 60011-61529, paired per seed: +0.61 +-
+0.26 pp, harm -0.18 +- 0.13; on 104-111 +0.38 +- 0.35 pp, harm -0.08 +- 0.08
+(``runs/bench/mixed-dev10u-bg72.json``, ``mixed-dev8-bg72.json``). It is not "as many as there are
+errors": a background of ``max(48, support)`` rows gains nothing (+0.07 +- 0.15, -0.01 +- 0.26
+pp), and every train row (400) loses (session 36's -0.32 +- 0.44 pp): rows of distant kinds become
+pooling partners. Buckets of the paper's split (the ``default`` preset's, the stage notebooks')
+keep ``planner_background``.
+
 The same regime bounds clustering (``triage_bound``): a triage role may lower ``max_categories``
 from all of a side's errors (:mod:`tsevo.evolve.cluster`). The builtin triage asks for two
 categories when the errors' question kinds hold a handful of errors each: eight buckets split each
@@ -55,14 +66,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tsevo.data import QuestionView
 from tsevo.knobs import NestedKnobs, check_knobs, knob
 
+if TYPE_CHECKING:
+    from .config import ProtocolConfig
+
 __all__ = [
     "SUPPORT_DOC",
     "SupportConfig",
+    "background_rows",
     "granted_support",
     "request_support",
     "support_params",
@@ -70,8 +85,9 @@ __all__ = [
 
 SUPPORT_DOC = (
     "Support a local planner may ask for (tsevo.evolve.support, support.<knob>): a planner's "
-    "support_request for a bucket is granted up to max_share of its members and max_rows rows "
-    "(planner_requests = True, the default; False: the paper's split), a triage role may "
+    "support_request for a bucket is granted up to max_share of its members and max_rows rows, "
+    "with up to background rows of background (planner_requests = True, the default; False: "
+    "the paper's split), a triage role may "
     "bound the number of categories (triage_bound), and the prefilter asks for a repair only "
     "from min_held_out held-out errors (a composite's: of kinds it has a branch for, "
     "min_held_out_counts). Saved only "
@@ -99,6 +115,14 @@ class SupportConfig(NestedKnobs):
         hi=1.0,
     )
     max_rows: int = knob(200, "Most support rows a request may be granted.", lo=1)
+    background: int = knob(
+        72,
+        "Background rows (at most) of a bucket whose request widened its support beyond the "
+        "protocol's: the planner sees nearly all of the bucket's errors, and the kinds' other "
+        "train rows are what its rules must also read right (planner_background for every other "
+        "bucket).",
+        lo=0,
+    )
     triage_bound: bool = knob(
         True,
         "Whether a triage role's bound on the number of categories (categories_for, read on all "
@@ -152,6 +176,18 @@ def granted_support(
         raise ValueError(f"support_request must be (share > 0, rows >= 1), got {request!r}")
     asked = min(math.ceil(n_members * min(float(share), cfg.max_share)), rows, cfg.max_rows)
     return max(protocol, min(asked, n_members - 1))
+
+
+def background_rows(n_members: int, n_support: int, cfg: ProtocolConfig) -> int:
+    """Background rows of a bucket of ``n_members`` with ``n_support`` support rows (``cfg``: the protocol).
+
+    ``support.background`` where a granted request widened the support beyond the protocol's
+    (:func:`granted_support`), ``planner_background`` otherwise (the paper's split, the ``default``
+    preset's buckets, a request that changed nothing).
+    """
+    protocol = min(cfg.planner_support, math.ceil(n_members / 2))
+    widened = cfg.support.planner_requests and n_support > protocol
+    return cfg.support.background if widened else cfg.planner_background
 
 
 def request_support(
