@@ -87,11 +87,15 @@ def test_the_split_honours_a_granted_request_and_stays_disjoint() -> None:
 def test_a_widened_bucket_gets_the_wider_background() -> None:
     cfg = ProtocolConfig.from_params({"support.planner_requests": True})
     assert (cfg.planner_background, cfg.support.background) == (48, 72)
-    assert background_rows(30, 29, cfg) == 72  # a granted request widened the support
-    assert background_rows(30, 12, cfg) == 48  # the protocol's split
-    assert background_rows(5, 3, cfg) == 48  # granted, but no wider than ceil(5 / 2)
-    assert background_rows(30, 29, ProtocolConfig(support=OFF)) == 48  # asks are not honoured
-    assert background_rows(30, 29, ProtocolConfig.from_params({"support.background": 10})) == 10
+
+    def rows(n: int, support: int, c: ProtocolConfig = cfg) -> int:
+        return background_rows(n, support, c.planner_support, c.planner_background, c.support)
+
+    assert rows(30, 29) == 72  # a granted request widened the support
+    assert rows(30, 12) == 48  # the protocol's split
+    assert rows(5, 3) == 48  # granted, but no wider than ceil(5 / 2)
+    assert rows(30, 29, ProtocolConfig(support=OFF)) == 48  # asks are not honoured
+    assert rows(30, 29, ProtocolConfig.from_params({"support.background": 10})) == 10
     with pytest.raises(ValueError, match="background"):
         SupportConfig(background=-1)
 

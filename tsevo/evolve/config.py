@@ -98,10 +98,7 @@ class ProtocolConfig:
         12, "Support examples (at most) in a bucket's planner dossier.", lo=0
     )
     planner_background: int = _knob(
-        48,
-        "Background examples (at most) in a bucket's planner dossier (support.background where a "
-        "granted request widened the bucket's support).",
-        lo=0,
+        48, "Background examples (at most) in a planner dossier; see support.background.", lo=0
     )
     global_planner_attempts: int = _knob(
         2,

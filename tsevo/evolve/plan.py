@@ -171,7 +171,13 @@ def build_dossier(
             _h(cfg.seed, ids.key(q.id)),
         ),
     )
-    n_background = background_rows(len(bucket.members), len(split.support), cfg)
+    n_background = background_rows(
+        len(bucket.members),
+        len(split.support),
+        cfg.planner_support,
+        cfg.planner_background,
+        cfg.support,
+    )
     background = tuple(ids.example(q, records[q.id]) for q in scored[:n_background])
     return Dossier(
         bucket_id=bucket.id,

@@ -42,16 +42,18 @@ With that, a granted request keeps all but one of a bucket's errors in support (
 ``max_rows`` 200; before, 0.85 and 60 rows): the planner sees every kind's errors, and held-out
 rows that no branch could serve taught nothing. On those ten seeds +3.3 pp, harm +0.0 (the log).
 
-Such a bucket's planner then sees 27 to 71 errors of a dozen kinds or more against the
-protocol's 48 background rows (the train rows most like them in wording), so many kinds are
-planned on their errors and a row or two the agent got right. A widened bucket gets ``background``
-rows instead (72). On the development seeds of ``mixed`` 60011-61529, paired per seed: +0.61 +-
-0.26 pp, harm -0.18 +- 0.13; on 104-111 +0.38 +- 0.35 pp, harm -0.08 +- 0.08
-(``runs/bench/mixed-dev10u-bg72.json``, ``mixed-dev8-bg72.json``). It is not "as many as there are
-errors": a background of ``max(48, support)`` rows gains nothing (+0.07 +- 0.15, -0.01 +- 0.26
-pp), and every train row (400) loses (session 36's -0.32 +- 0.44 pp): rows of distant kinds become
-pooling partners. Buckets of the paper's split (the ``default`` preset's, the stage notebooks')
-keep ``planner_background``.
+Such a bucket's planner then sees 27 to 71 errors of a dozen or more phrasings. The protocol's 48
+background rows (the train rows most like the support in wording) already hold every other train row
+of those phrasings (numbers masked, their words are the same); what 48 rows leave out is rows of
+other phrasings that share a quarter to a half of their words with a support row on ``mixed``, which
+pooling may take as partners (how the gain arises was not traced further). A widened bucket gets ``background`` rows instead (72). On the development seeds of
+``mixed``, paired per seed: 60011-61529 +0.61 +- 0.26 pp, harm -0.18 +- 0.13; 104-111 +0.38 +- 0.35
+pp, harm -0.08 +- 0.08; on ten fresh seeds +0.49 +- 0.22 pp, harm -0.24 +- 0.13
+(``runs/bench/mixed-dev10u-bg72.json``, ``mixed-dev8-bg72.json``, ``mixed-fresh-v42.json``; the
+``-paired.json`` beside each). More is not better: 160 or 400 rows lose (session 36's -0.68 and -0.32
+pp), rows of distant kinds becoming partners, and "as many as the support, at least 48" gains nothing
+(+0.07 +- 0.15, -0.01 +- 0.26 pp). Buckets of the paper's split (the ``default`` preset's, the stage
+notebooks') keep ``planner_background``.
 
 The same regime bounds clustering (``triage_bound``): a triage role may lower ``max_categories``
 from all of a side's errors (:mod:`tsevo.evolve.cluster`). The builtin triage asks for two
@@ -66,13 +68,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from tsevo.data import QuestionView
 from tsevo.knobs import NestedKnobs, check_knobs, knob
-
-if TYPE_CHECKING:
-    from .config import ProtocolConfig
 
 __all__ = [
     "SUPPORT_DOC",
@@ -118,9 +117,8 @@ class SupportConfig(NestedKnobs):
     background: int = knob(
         72,
         "Background rows (at most) of a bucket whose request widened its support beyond the "
-        "protocol's: the planner sees nearly all of the bucket's errors, and the kinds' other "
-        "train rows are what its rules must also read right (planner_background for every other "
-        "bucket).",
+        "protocol's (planner_background for every other bucket): such a bucket holds errors of "
+        "dozens of phrasings, and more rows reach other phrasings pooling may take as partners.",
         lo=0,
     )
     triage_bound: bool = knob(
@@ -178,16 +176,22 @@ def granted_support(
     return max(protocol, min(asked, n_members - 1))
 
 
-def background_rows(n_members: int, n_support: int, cfg: ProtocolConfig) -> int:
-    """Background rows of a bucket of ``n_members`` with ``n_support`` support rows (``cfg``: the protocol).
+def background_rows(
+    n_members: int,
+    n_support: int,
+    planner_support: int,
+    planner_background: int,
+    cfg: SupportConfig,
+) -> int:
+    """Background rows of a bucket of ``n_members`` with ``n_support`` support rows.
 
-    ``support.background`` where a granted request widened the support beyond the protocol's
-    (:func:`granted_support`), ``planner_background`` otherwise (the paper's split, the ``default``
-    preset's buckets, a request that changed nothing).
+    ``cfg.background`` where a granted request widened the support beyond the protocol's
+    ``min(planner_support, ceil(n / 2))`` (:func:`granted_support`), ``planner_background``
+    otherwise (the paper's split, the ``default`` preset's buckets, a request that changed nothing).
     """
-    protocol = min(cfg.planner_support, math.ceil(n_members / 2))
-    widened = cfg.support.planner_requests and n_support > protocol
-    return cfg.support.background if widened else cfg.planner_background
+    protocol = min(planner_support, math.ceil(n_members / 2))
+    widened = cfg.planner_requests and n_support > protocol
+    return cfg.background if widened else planner_background
 
 
 def request_support(
