@@ -6,9 +6,9 @@ calibration) and held-out rows (at most ``prefilter_errors``, used only by the p
 never overlap; with few members the support gets half (rounded up). A local planner may ask for a
 larger share from the members' wording (:mod:`.support`; granted within ``ProtocolConfig.support``).
 
-*Background*: up to ``planner_background`` other train rows of the bucket's tasks (``support.background``
-where a granted request widened the bucket's support), most similar in wording to the support rows,
-right or wrong, excluding every held-out row.
+*Background*: up to ``planner_background`` other train rows of the bucket's tasks
+(``support.background`` where a granted request widened the bucket's support), most similar in
+wording to the support rows, right or wrong, excluding every held-out row.
 
 *Coordination*: the global planner's groups are checked mechanically — every card exactly once, and
 members of a merged group share measurement, signature, input shape, option shape and rule kind. An

@@ -46,14 +46,16 @@ Such a bucket's planner then sees 27 to 71 errors of a dozen or more phrasings. 
 background rows (the train rows most like the support in wording) already hold every other train row
 of those phrasings (numbers masked, their words are the same); what 48 rows leave out is rows of
 other phrasings that share a quarter to a half of their words with a support row on ``mixed``, which
-pooling may take as partners (how the gain arises was not traced further). A widened bucket gets ``background`` rows instead (72). On the development seeds of
-``mixed``, paired per seed: 60011-61529 +0.61 +- 0.26 pp, harm -0.18 +- 0.13; 104-111 +0.38 +- 0.35
-pp, harm -0.08 +- 0.08; on ten fresh seeds +0.49 +- 0.22 pp, harm -0.24 +- 0.13
-(``runs/bench/mixed-dev10u-bg72.json``, ``mixed-dev8-bg72.json``, ``mixed-fresh-v42.json``; the
-``-paired.json`` beside each). More is not better: 160 or 400 rows lose (session 36's -0.68 and -0.32
-pp), rows of distant kinds becoming partners, and "as many as the support, at least 48" gains nothing
-(+0.07 +- 0.15, -0.01 +- 0.26 pp). Buckets of the paper's split (the ``default`` preset's, the stage
-notebooks') keep ``planner_background``.
+pooling may take as partners (how the gain arises was not traced further). A widened bucket gets
+``background`` rows instead (72). On the development seeds of ``mixed``, paired per seed:
+60011-61529 +0.61 +- 0.26 pp, harm -0.18 +- 0.13; 104-111 +0.38 +- 0.35 pp, harm -0.08 +- 0.08; on
+ten fresh seeds +0.49 +- 0.22 pp, harm -0.24 +- 0.13 (``runs/bench/mixed-dev10u-bg72.json``,
+``mixed-dev8-bg72.json``, ``mixed-fresh-v42.json``; the ``-paired.json`` beside each). More is not
+better: 160 or 400 rows lose (session 36's -0.68 and -0.32 pp), rows of distant kinds becoming
+partners; nor is "as many as the support, at least 48" (+0.07 +- 0.15, -0.01 +- 0.26 pp), nor
+pooling only with kinds whose words overlap by a fifth (-0.82 +- 0.63 pp, harm +0.31; the log).
+Buckets of the paper's split (the ``default`` preset's, the stage notebooks') keep
+``planner_background``.
 
 The same regime bounds clustering (``triage_bound``): a triage role may lower ``max_categories``
 from all of a side's errors (:mod:`tsevo.evolve.cluster`). The builtin triage asks for two
