@@ -187,11 +187,11 @@ def background_rows(
 ) -> int:
     """Background rows of a bucket of ``n_members`` with ``n_support`` support rows.
 
-    ``cfg.background`` where a granted request widened the support beyond the protocol's
-    ``min(planner_support, ceil(n / 2))`` (:func:`granted_support`), ``planner_background``
-    otherwise (the paper's split, the ``default`` preset's buckets, a request that changed nothing).
+    ``cfg.background`` where a granted request widened the support beyond the protocol's split
+    (:func:`granted_support` without a request), ``planner_background`` otherwise (the paper's
+    split, the ``default`` preset's buckets, a request that changed nothing).
     """
-    protocol = min(planner_support, math.ceil(n_members / 2))
+    protocol = granted_support(n_members, planner_support, cfg, None)
     widened = cfg.planner_requests and n_support > protocol
     return cfg.background if widened else planner_background
 
