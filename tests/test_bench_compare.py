@@ -58,3 +58,19 @@ def test_a_pool_is_one_set_and_refuses_a_seed_twice_or_mixed_commits(tmp_path: P
     with pytest.raises(SystemExit):
         main(["pool", f"{a},{c}", "--out", str(out)])
     assert main(["pool", f"{a},{c}", "--mixed-commits", "--out", str(out)]) == 0
+
+
+def test_paired_takes_a_variant_of_the_preset_but_not_another_preset(tmp_path: Path) -> None:
+    a = _doc(tmp_path / "a.json", "c1", {1: 0.20, 2: 0.22}, {1: 0.02, 2: 0.01})
+    b = _doc(tmp_path / "b.json", "c1", {1: 0.25, 2: 0.26}, {1: 0.03, 2: 0.01})
+    doc = json.loads(b.read_text())
+    b.write_text(json.dumps({**doc, "preset": "mixed:one-wording"}))
+    out = tmp_path / "p.json"
+    assert main(["paired", str(a), str(b), "--out", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["after"]["preset"] == "mixed:one-wording"
+    assert got["gain"]["diff_mean"] == pytest.approx(4.5)
+    c = tmp_path / "c.json"
+    c.write_text(json.dumps({**doc, "preset": "default"}))
+    with pytest.raises(SystemExit):
+        main(["paired", str(a), str(c), "--out", str(out)])

@@ -56,3 +56,46 @@ def test_rounds_below_one_stop_before_any_run(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         main(["--seeds", "1", "--rounds", "0", "--out", str(tmp_path / "x.json")])
     assert not (tmp_path / "x").exists()
+
+
+def test_one_wording_rewords_mixed_questions_to_their_kinds_first_phrasing() -> None:
+    from tests.bench.seeds import one_wording
+    from tsevo.data import QuestionView
+    from tsevo.data.synthetic import make_suite
+    from tsevo.roles.builtin.kinds import KindIndex
+
+    suite = make_suite("mixed", seed=3)
+    got = one_wording(suite)
+    before = {q.id: q for q in suite}
+    assert [q.id for q in got] == list(before) and got.splits == suite.splits
+    for q in got:
+        b = before[q.id]
+        assert (q.options, q.gold, q.metadata["template"]) == (b.options, b.gold, 0)
+        assert all((q.series[k] == b.series[k]).all() for k in b.series)
+        if b.metadata["template"] == 0:  # the first phrasing is rendered exactly as generated
+            assert q.question == b.question
+    changed = sum(q.question != before[q.id].question for q in got)
+    assert changed > len(before) // 4
+
+    # one wording per kind: about one recovered kind per generator kind (a few first phrasings
+    # differ in one word only, "noisier" / "smoother", and are recovered as one), not two or three
+    def recovered(s: Any) -> int:
+        return len(KindIndex(QuestionView.of(q, q.id) for q in s).kinds)
+
+    n_kinds = len({q.metadata["kind"] for q in suite})
+    assert recovered(got) <= n_kinds < 1.5 * n_kinds < recovered(suite)
+
+
+def test_one_wording_is_for_mixed_only(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        main(
+            [
+                "--preset",
+                "default",
+                "--seeds",
+                "1",
+                "--one-wording",
+                "--out",
+                str(tmp_path / "x.json"),
+            ]
+        )

@@ -2,7 +2,9 @@
 
 ``python -m tests.bench.compare paired BEFORE.json[,MORE.json] AFTER.json[,MORE.json] --out X.json``
 pairs two arms seed by seed (the seeds both hold): per seed the difference in test gain and in
-harm, and their mean ± the standard error over the seeds (what the log calls "paired").
+harm, and their mean ± the standard error over the seeds (what the log calls "paired"). The arms must
+be of one preset; a variant of it (``mixed:one-wording``, the same seeds' questions worded otherwise)
+pairs with it.
 
 ``python -m tests.bench.compare pool A.json,B.json[,...] --out X.json`` summarizes the rows of
 several JSONs of one preset as one set (mean ± sd over every seed, as :mod:`tests.bench.seeds`
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         b_paths, a_paths = args.before.split(","), args.after.split(",")
         before, b_meta = load_rows(b_paths)
         after, a_meta = load_rows(a_paths)
-        if b_meta["preset"] != a_meta["preset"]:
+        # variants of one preset pair (``mixed`` and ``mixed:one-wording``: the same seeds' series)
+        if b_meta["preset"].split(":")[0] != a_meta["preset"].split(":")[0]:
             ap.error(f"the arms are of different presets: {b_meta['preset']}, {a_meta['preset']}")
         doc: dict[str, Any] = {
             "bench": "compare.paired",

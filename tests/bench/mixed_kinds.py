@@ -112,7 +112,7 @@ def summarize(per_kind: dict[str, dict[str, int]]) -> dict[str, int]:
 def mixed_runs(src: Path) -> tuple[dict[str, Any], Path]:
     """A JSON of :mod:`tests.bench.seeds` on ``mixed`` and the folder of its runs (exits otherwise)."""
     doc = json.loads(src.read_text())
-    if doc.get("preset") != "mixed":
+    if doc.get("preset") not in ("mixed", "mixed:one-wording"):
         sys.exit(f"{src}: preset {doc.get('preset')!r}, not 'mixed'")
     return doc, src.with_suffix("")
 

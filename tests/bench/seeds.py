@@ -16,6 +16,10 @@ the family gains are the library the run ends with against it, question by quest
 adds ``round_status``, ``round_gains`` and ``rounds_s`` per round (``status``, ``gate_path`` and
 ``round_s`` stay round 1's).
 
+``--one-wording`` (``mixed`` only) words every question as its kind's first phrasing before the round
+(:func:`one_wording`; the preset is recorded as ``mixed:one-wording``): the same series, options, gold
+and splits, standing for a benchmark whose templates each have one wording.
+
 This is how README and closing-note figures are produced: name development seeds as such, and report
 on seeds that were never run before the code was final. Test answers are report-only: nothing in a
 round reads them.
@@ -37,7 +41,9 @@ import pandas as pd
 
 from tests.bench import git_commit
 from tsevo.analysis import run_summary
+from tsevo.data import Suite
 from tsevo.data.synthetic import make_suite
+from tsevo.data.synthetic.mixed.kinds import KINDS
 from tsevo.evolve import ProtocolConfig, evolve
 from tsevo.knobs import settings_from_pairs
 from tsevo.roles import RoleSet
@@ -55,6 +61,22 @@ def _finished(out: Path) -> bool:
     )
 
 
+def one_wording(suite: Suite) -> Suite:
+    """A ``mixed`` suite with every question worded as its kind's first phrasing.
+
+    The generator words most kinds two or three ways; here each question is written as the kind's
+    phrasing 0 with its own slots (the stated numbers), so a kind's questions share one wording.
+    Series, options, gold, ids and splits are the suite's own. A diagnostic variant that stands for
+    a benchmark whose templates each have one wording; ``mixed`` itself is unchanged.
+    """
+    qs = []
+    for q in suite:
+        slots = dict(q.metadata.get("latent", {}).get("slots", {}))
+        text = KINDS[str(q.metadata["kind"])].phrasings[0].format(**slots)
+        qs.append(dataclasses.replace(q, question=text, metadata={**q.metadata, "template": 0}))
+    return Suite(f"{suite.name}-one-wording", qs, suite.splits, dedup=False)
+
+
 def one_seed(
     preset: str,
     seed: int,
@@ -63,8 +85,11 @@ def one_seed(
     reuse: bool = False,
     params: dict[str, Any] | None = None,
     rounds: int = 1,
+    wording: bool = False,
 ) -> dict[str, Any]:
     """One round on ``make_suite(preset, seed)``; the numbers of its report-only test.
+
+    ``wording``: the suite worded one way per kind first (:func:`one_wording`, ``mixed`` only).
 
     ``reuse``: a run folder this bench finished before is summarized as it is (not rerun).
     ``params``: protocol knobs on top of the defaults (``ProtocolConfig.from_params`` keys).
@@ -75,13 +100,15 @@ def one_seed(
     t0 = time.perf_counter()
     if not (reuse and _finished(out)):
         suite = make_suite(preset, seed=seed)
+        if wording:
+            suite = one_wording(suite)
         shutil.rmtree(out, ignore_errors=True)  # a leftover folder would resume to its old result
         evolve(
             suite,
             roles=roles if roles is not None else RoleSet.builtin(),
             config=ProtocolConfig.from_params({**(params or {}), "rounds": rounds, "seed": seed}),
             out=out,
-            suite_ref=f"synthetic:{preset}:seed={seed}",
+            suite_ref=f"synthetic:{preset}:seed={seed}" + (":one-wording" if wording else ""),
             log=lambda s: None,
         )
     wall = time.perf_counter() - t0
@@ -223,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
         "round 1's base",
     )
     ap.add_argument(
+        "--one-wording",
+        action="store_true",
+        help="mixed only: every question worded as its kind's first phrasing (one_wording)",
+    )
+    ap.add_argument(
         "--reuse",
         action="store_true",
         help="summarize seeds whose run folder (beside --out) already holds a finished run",
@@ -237,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     kind_settings(kind_pairs)  # a bad setting stops before any round
     if args.rounds < 1:
         ap.error(f"--rounds must be >= 1, got {args.rounds}")
+    if args.one_wording and args.preset != "mixed":
+        ap.error("--one-wording needs --preset mixed")
     rows = []
     for s in (int(x) for x in args.seeds.split(",")):
         r = one_seed(
@@ -247,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             reuse=args.reuse,
             params=params,
             rounds=args.rounds,
+            wording=args.one_wording,
         )
         rows.append(r)
         print(
@@ -259,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     agg = aggregate(rows)
     commit = git_commit()
     doc = {
-        "preset": args.preset,
+        "preset": args.preset + (":one-wording" if args.one_wording else ""),
         "label": args.label,
         "kinds": args.kinds,
         "params": params,
