@@ -53,6 +53,7 @@ from typing import Any
 import pandas as pd
 
 from tests.bench.mixed_kinds import mixed_runs
+from tests.bench.seeds import one_wording
 from tsevo.data.synthetic import make_suite
 from tsevo.library._scope import Matcher, question_tokens
 from tsevo.library.library import Library, scope_matches
@@ -131,9 +132,15 @@ def _flip(row: pd.Series) -> str:
     return "right_to_right" if bool(row["after_correct"]) else "wrong_to_wrong"
 
 
-def errors_of_seed(seed: int, run: Path) -> dict[str, Any]:
-    """The classes of one seed's wrong-before test questions, and the plan and prefilter outcomes."""
+def errors_of_seed(seed: int, run: Path, one_word: bool = False) -> dict[str, Any]:
+    """The classes of one seed's wrong-before test questions, and the plan and prefilter outcomes.
+
+    ``one_word``: the run answered the seed's questions worded one way per kind
+    (:func:`tests.bench.seeds.one_wording`), whose phrasings are then the first ones.
+    """
     suite = make_suite("mixed", seed=seed)
+    if one_word:
+        suite = one_wording(suite)
     qs = {q.id: q for q in suite}
     r1 = RunLayout(run).round(1)
     test = pd.read_parquet(r1.test_table).set_index("qid")
@@ -363,7 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     doc, runs = mixed_runs(src)
     if doc.get("label") != "development":
         print(f"warning: {src} is labelled {doc.get('label')!r}: read it, do not tune on it")
-    seeds = {str(s): errors_of_seed(int(s), runs / str(s)) for s in doc["seeds"]}
+    one_word = doc.get("preset") == "mixed:one-wording"
+    seeds = {str(s): errors_of_seed(int(s), runs / str(s), one_word) for s in doc["seeds"]}
     total: Counter[str] = Counter()
     for sd in seeds.values():
         total.update(sd["classes"])
