@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,14 @@ def test_one_wording_is_for_mixed_only(tmp_path: Path) -> None:
                 str(tmp_path / "x.json"),
             ]
         )
+
+
+def test_a_reused_run_of_the_other_wording_is_not_summarized_as_this_one(tmp_path: Path) -> None:
+    from tests.bench.seeds import _ref, one_seed
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"suite": {"ref": "synthetic:mixed:seed=1"}}))
+    assert _ref(out) == "synthetic:mixed:seed=1" and _ref(tmp_path) == ""
+    with pytest.raises(ValueError, match="variant of mixed"):
+        one_seed("default", 1, out, reuse=True, wording=True)

@@ -61,6 +61,14 @@ def _finished(out: Path) -> bool:
     )
 
 
+def _ref(out: Path) -> str:
+    """The suite reference a finished run recorded (``""`` where it has none)."""
+    try:
+        return str(json.loads((out / "config.json").read_text())["suite"]["ref"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
 def one_wording(suite: Suite) -> Suite:
     """A ``mixed`` suite with every question worded as its kind's first phrasing.
 
@@ -97,8 +105,11 @@ def one_seed(
     path alone); the numbers are then the first round's base against the last round's library,
     question by question (:func:`_chain`), with each round's own gain and time beside them.
     """
+    if wording and preset != "mixed":
+        raise ValueError(f"one wording per kind is a variant of mixed, not of {preset!r}")
+    ref = f"synthetic:{preset}:seed={seed}" + (":one-wording" if wording else "")
     t0 = time.perf_counter()
-    if not (reuse and _finished(out)):
+    if not (reuse and _finished(out) and _ref(out) == ref):  # another suite's run is rerun
         suite = make_suite(preset, seed=seed)
         if wording:
             suite = one_wording(suite)
@@ -108,7 +119,7 @@ def one_seed(
             roles=roles if roles is not None else RoleSet.builtin(),
             config=ProtocolConfig.from_params({**(params or {}), "rounds": rounds, "seed": seed}),
             out=out,
-            suite_ref=f"synthetic:{preset}:seed={seed}" + (":one-wording" if wording else ""),
+            suite_ref=ref,
             log=lambda s: None,
         )
     wall = time.perf_counter() - t0
