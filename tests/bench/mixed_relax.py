@@ -32,7 +32,7 @@ from tests.bench import git_commit
 from tests.bench.mixed_kinds import mixed_runs
 from tsevo.analysis._runs import library_or_none, load_records, open_run, run_suite
 from tsevo.analysis.kinds import _arm
-from tsevo.library.reading import apply_rule
+from tsevo.library.reading import apply_rule, branch_reading
 from tsevo.library.tool import ReadingRule
 
 __all__ = ["CLASSES", "branch_classes", "plurality", "replay"]
@@ -104,10 +104,16 @@ def replay(run: Path, split: str) -> dict[tuple[str, int], Counter[str]]:
                 rule = rules.get(tr.tool_id)
                 if rule is None or tr.status != "ok" or not tr.outputs:
                     continue
-                hit = _first(rule, tr.outputs, q)
-                if hit is None:
+                # the branch the stage read (the first present one naming an option; where all
+                # abstain, the last present one), as analysis.branch_effects attributes it
+                i, reading = branch_reading(
+                    rule, tr.outputs, q.options, q.candidates, q.question, explain=False
+                )
+                if i is None:
                     continue
-                i, option = hit
+                option, sub = reading.option, rule.branches[i]
+                if option is None and sub.kind != "consensus":
+                    continue  # a single measurement's abstention has no vote to relax
                 c = out.setdefault((tr.tool_id, i), Counter())
                 if option is not None:
                     if step.answer_out == option != step.answer_in:
@@ -116,7 +122,7 @@ def replay(run: Path, split: str) -> dict[tuple[str, int], Counter[str]]:
                     continue
                 if step.answer_out != step.answer_in:
                     continue  # another tool of the stage answered
-                top = plurality(rule.branches[i], tr.outputs, q.options, q.candidates, q.question)
+                top = plurality(sub, tr.outputs, q.options, q.candidates, q.question)
                 if top is None or top == step.answer_in:
                     continue
                 won = (
@@ -128,20 +134,6 @@ def replay(run: Path, split: str) -> dict[tuple[str, int], Counter[str]]:
                 )
                 c["relaxed_" + won] += 1
     return out
-
-
-def _first(rule: ReadingRule, outputs: Mapping[str, Any], q: Any) -> tuple[int, int | None] | None:
-    """The branch that read (first present one naming an option), else the first abstaining vote."""
-    abstained = None
-    for i, sub in enumerate(rule.branches):
-        if not sub.applies(outputs, q.candidates):
-            continue
-        option = apply_rule(sub, outputs, q.options, q.candidates, q.question, explain=False).option
-        if option is not None:
-            return i, option
-        if abstained is None and sub.kind == "consensus":
-            abstained = (i, None)
-    return abstained
 
 
 def branch_classes(val: Mapping[str, int]) -> list[str]:

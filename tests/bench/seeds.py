@@ -64,7 +64,7 @@ def _finished(out: Path) -> bool:
 def _ref(out: Path) -> str:
     """The suite reference a finished run recorded (``""`` where it has none)."""
     try:
-        return str(json.loads((out / "config.json").read_text())["suite"]["ref"])
+        return str(json.loads(RunLayout(out).config.read_text())["suite"]["ref"])
     except (OSError, ValueError, KeyError, TypeError):
         return ""
 
