@@ -64,7 +64,7 @@ def _dossier() -> Dossier:
 def test_two_phrasings_pool_their_rows_into_one_rule_served_per_kind():
     # three kinds with two errors each: no kind holds more than half of the support (their Yes /
     # No rows are read by learned rules, which the default leaves to the agent)
-    settings = KindPlanSettings(max_kind_share=0.5, yes_no_learned=True)
+    settings = KindPlanSettings(max_kind_share=0.5, yes_no_learned=True, min_rows=3)
     branches, report = plan_kinds(MeasurementPlanner(), _dossier(), settings)
     pooled = [e for e in report.values() if e.get("pooled_with")]
     assert len(pooled) == 2 and all(e["pooled_rows"] == 4 for e in pooled)
@@ -85,26 +85,61 @@ def test_phrasings_that_share_no_word_pool_under_a_specific_option_set():
     rows = [_ex(f"a{i}", a, r, i, opts) for i, r in enumerate((True, False))]
     rows += [_ex(f"b{i}", b, r, 10 + i, opts) for i, r in enumerate((False, True))]
     d = Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(rows), ())
-    branches, report = plan_kinds(MeasurementPlanner(), d, KindPlanSettings(max_kind_share=0.5))
+    three = KindPlanSettings(max_kind_share=0.5, min_rows=3)
+    branches, report = plan_kinds(MeasurementPlanner(), d, three)
     assert all(e.get("pooled_rows") == 4 for e in report.values())
     assert len(branches) == 2 and all(b.stats["source"].endswith("+pooled") for b in branches)
     assert branches[0].rule == branches[1].rule
     # the stage notebooks' planner pools only under options that name positions or directions
-    off = KindPlanSettings(max_kind_share=0.5, pool_option_sets=False)
+    off = dataclasses.replace(three, pool_option_sets=False)
     branches, report = plan_kinds(MeasurementPlanner(), d, off)
     assert branches == [] and {e["outcome"] for e in report.values()} == {"too few rows"}
     # the same wordings under Yes / No share nothing that says they ask one question
     yn = [_ex(e.question.id, e.question.question, bool(e.gold == 0), i) for i, e in enumerate(rows)]
     d = Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(yn), ())
-    branches, report = plan_kinds(MeasurementPlanner(), d, KindPlanSettings(max_kind_share=0.5))
+    branches, report = plan_kinds(MeasurementPlanner(), d, three)
     assert branches == [] and {e["outcome"] for e in report.values()} == {"too few rows"}
 
 
-def test_without_pooling_two_rows_per_kind_are_too_few():
+def test_without_pooling_two_rows_per_kind_are_too_few_at_three():
     branches, report = plan_kinds(
-        MeasurementPlanner(), _dossier(), KindPlanSettings(pool=False, max_kind_share=0.5)
+        MeasurementPlanner(),
+        _dossier(),
+        KindPlanSettings(pool=False, max_kind_share=0.5, min_rows=3),
     )
     assert branches == [] and {e["outcome"] for e in report.values()} == {"too few rows"}
+
+
+def test_two_rows_of_its_own_are_searched_by_default():
+    # the shipped floor is two rows. Leave-one-out on two rows of two answers leaves one answer
+    # to fit a threshold on, so only readings the options fix can read both: directions by a
+    # sign here, and a Yes / No kind's two rows stay unread (no rule clears the bar)
+    assert KindPlanSettings().min_rows == 2
+    ud = ("upward", "downward")
+    a, b = "Which way does X go?", "Is X climbing or sinking over time?"
+    rows = [_ex("a1", a, True, 1, ud), _ex("a2", a, False, 2, ud)]
+    rows += [_ex("b1", b, True, 3, ud), _ex("b2", b, False, 4, ud)]
+    d = Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(rows), ())
+    alone = KindPlanSettings(pool=False, max_kind_share=0.5)
+    branches, report = plan_kinds(MeasurementPlanner(), d, alone)
+    assert [e["rows"] for e in report.values()] == [2, 2]
+    assert len(branches) == 2 and {x.stats["source"] for x in branches} == {"options"}
+    assert all(x.stats["cv_acc"] == 1.0 for x in branches)
+    three = dataclasses.replace(alone, min_rows=3)
+    branches, report = plan_kinds(MeasurementPlanner(), d, three)
+    assert branches == [] and {e["outcome"] for e in report.values()} == {"too few rows"}
+    learned = dataclasses.replace(alone, yes_no_learned=True)
+    branches, report = plan_kinds(MeasurementPlanner(), _dossier(), learned)
+    assert branches == [] and {e["outcome"] for e in report.values()} == {"no rule clears the bar"}
+    # a kind of one row with no partner is still too few
+    one = Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(rows[1:]), ())
+    _, report = plan_kinds(
+        MeasurementPlanner(), one, dataclasses.replace(alone, max_kind_share=0.7)
+    )
+    assert sorted((e["rows"], e.get("outcome", "")[:6]) for e in report.values()) == [
+        (1, "too fe"),
+        (2, "branch"),
+    ]
 
 
 def test_a_dominant_kind_leaves_the_bucket_to_the_one_measurement_planner():
@@ -163,7 +198,10 @@ def test_given_kinds_replace_the_recovered_ones():
         return KindIndex.from_groups(qs, group)
 
     branches, report = plan_kinds(
-        MeasurementPlanner(), d, KindPlanSettings(max_kind_share=0.7, yes_no_learned=True), given
+        MeasurementPlanner(),
+        d,
+        KindPlanSettings(max_kind_share=0.7, yes_no_learned=True, min_rows=3),
+        given,
     )
     assert set(report) == {"trend", "spread"}
     assert report["trend"]["rows"] == 4 and "pooled_with" not in report["trend"]
@@ -238,7 +276,7 @@ def test_a_benchmark_word_added_to_the_lexicon_pools_its_phrasings_and_guides_th
     rows += [_ex("b1", b, True, 3), _ex("b2", b, False, 4)]
     rows += [_ex("c1", "Is the spread of X constant?", True, 5)]
     d = Dossier("no_tool.c1", "no_tool", "mixed", "", tuple(rows), ())
-    base = KindPlanSettings(max_kind_share=0.5, yes_no_learned=True)
+    base = KindPlanSettings(max_kind_share=0.5, yes_no_learned=True, min_rows=3)
     _, report = plan_kinds(MeasurementPlanner(), d, base)
     climbing = [e for e in report.values() if "climbing" in e["template"]]
     assert len(climbing) == 2

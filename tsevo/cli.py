@@ -145,10 +145,11 @@ def _cmd_data_kinds(args: argparse.Namespace) -> int:
     print(
         f"{summary['kinds']} kinds over {summary['questions']} questions "
         f"(median {summary['median_questions_per_kind']:g} per kind); "
-        f"{summary['learnable_kinds']} with 3+ train questions, "
+        f"{summary['learnable_kinds']} with {summary['min_rows']}+ train questions, "
         f"{summary['learnable_pooled']} with their pooling partners'; "
         f"{summary['without_concepts']} hit no lexicon stem "
-        f"({summary['without_concepts_learnable']} of them with 3+ train questions)"
+        f"({summary['without_concepts_learnable']} of them with {summary['min_rows']}+ train "
+        "questions)"
     )
     return 0
 

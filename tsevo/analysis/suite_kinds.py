@@ -89,14 +89,15 @@ def suite_kinds(
 def suite_kinds_summary(frame: pd.DataFrame) -> dict[str, Any]:
     """Counts over :func:`suite_kinds`' rows: kinds, learnable ones, ones no lexicon word reaches.
 
-    A kind is learnable with three or more train questions of its own (``learnable_kinds``), or
-    with its pooling partners' (``learnable_pooled``).
+    A kind is learnable with ``min_rows`` (:class:`KindPlanSettings`; two) or more train questions
+    of its own (``learnable_kinds``), or with its pooling partners' (``learnable_pooled``).
     """
     none = frame[[not c for c in frame["concepts"]]]
     return {
         "kinds": len(frame),
         "questions": int(frame["questions"].sum()),
         "median_questions_per_kind": float(frame["questions"].median()) if len(frame) else 0.0,
+        "min_rows": MIN_ROWS,
         "learnable_kinds": int((frame["train"] >= MIN_ROWS).sum()),
         "learnable_pooled": int((frame["pooled_train"] >= MIN_ROWS).sum()),
         "without_concepts": len(none),
