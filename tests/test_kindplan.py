@@ -111,9 +111,9 @@ def test_without_pooling_two_rows_per_kind_are_too_few_at_three():
 
 
 def test_two_rows_of_its_own_are_searched_by_default():
-    # the shipped floor is two rows. Leave-one-out on two rows of two answers leaves one answer
-    # to fit a threshold on, so only readings the options fix can read both: directions by a
-    # sign here, and a Yes / No kind's two rows stay unread (no rule clears the bar)
+    # the shipped floor is two rows. Leave-one-out on two rows of two answers fits each reading
+    # on one row, so no threshold between the answers reads both; readings one row fits do:
+    # directions by a sign here, while a learned Yes / No threshold clears no bar
     assert KindPlanSettings().min_rows == 2
     ud = ("upward", "downward")
     a, b = "Which way does X go?", "Is X climbing or sinking over time?"

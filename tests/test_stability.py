@@ -210,6 +210,11 @@ def test_the_seeds_bench_sets_the_planners_settings_by_name_and_type():
         kind_settings({"stability_copies": "three"})
     with pytest.raises(ValueError, match="pool: 'maybe' is no bool"):
         kind_settings({"pool": "maybe"})
-    for bad in ({"stability_copies": "-1"}, {"stability_noise": "nan"}, {"stability_power": "0"}):
+    for bad in (
+        {"stability_copies": "-1"},
+        {"stability_noise": "nan"},
+        {"stability_power": "0"},
+        {"min_rows": "1"},
+    ):
         with pytest.raises(ValueError, match=next(iter(bad))):
             kind_settings(bad)

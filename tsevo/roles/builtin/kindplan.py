@@ -70,10 +70,10 @@ class KindPlanSettings:
     """The bars a kind's best rule must clear.
 
     Attributes:
-        min_rows: Fewest train rows of a kind (its own, or pooled) to learn from. Two rows of two
-            answers pass leave-one-out only by a reading the options fix (a sign, a test's verdict,
-            a number as it is); against three, +1.24 ± 0.47 pp at +0.19 ± 0.19 harm on ``mixed``'s
-            fresh seeds 84017-85529 (``runs/bench/mixed-fresh-v44-paired.json``).
+        min_rows: Fewest train rows of a kind (its own, or pooled) to learn from. On two rows
+            leave-one-out admits only readings one row fits (a sign, a test's verdict, an extremum,
+            a number as is or scaled), no threshold; against three, +1.24 ± 0.47 pp at +0.19 ± 0.19
+            harm on ``mixed``'s fresh 84017-85529 (``runs/bench/mixed-fresh-v44-paired.json``).
         bar: Least cross-validated accuracy of a rule from the groups the words point at.
         strict_bar: Least cross-validated accuracy of a rule found in the whole catalog.
         min_gain: Least number of rows the rule must recover beyond the agent's current answers.
@@ -167,6 +167,8 @@ class KindPlanSettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "concepts", concept_entries(self.concepts))
+        if self.min_rows < 2:
+            raise ValueError(f"min_rows: {self.min_rows}, need >= 2 (leave-one-out needs two rows)")
         if self.stability_copies < 0:
             raise ValueError(f"stability_copies: {self.stability_copies} copies, need >= 0")
         if not 0.0 <= self.stability_noise < float("inf"):
