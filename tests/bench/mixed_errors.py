@@ -53,7 +53,7 @@ from typing import Any
 import pandas as pd
 
 from tests.bench.mixed_kinds import mixed_runs
-from tests.bench.seeds import one_wording
+from tests.bench.seeds import ONE_WORDING, one_wording
 from tsevo.data.synthetic import make_suite
 from tsevo.library._scope import Matcher, question_tokens
 from tsevo.library.library import Library, scope_matches
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     doc, runs = mixed_runs(src)
     if doc.get("label") != "development":
         print(f"warning: {src} is labelled {doc.get('label')!r}: read it, do not tune on it")
-    one_word = doc.get("preset") == "mixed:one-wording"
+    one_word = doc.get("preset") == "mixed" + ONE_WORDING
     seeds = {str(s): errors_of_seed(int(s), runs / str(s), one_word) for s in doc["seeds"]}
     total: Counter[str] = Counter()
     for sd in seeds.values():

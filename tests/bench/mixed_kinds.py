@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from tests.bench.seeds import ONE_WORDING
 from tsevo.data.synthetic import make_suite
 from tsevo.library.library import Library
 
@@ -112,7 +113,7 @@ def summarize(per_kind: dict[str, dict[str, int]]) -> dict[str, int]:
 def mixed_runs(src: Path) -> tuple[dict[str, Any], Path]:
     """A JSON of :mod:`tests.bench.seeds` on ``mixed`` and the folder of its runs (exits otherwise)."""
     doc = json.loads(src.read_text())
-    if doc.get("preset") not in ("mixed", "mixed:one-wording"):
+    if doc.get("preset") not in ("mixed", "mixed" + ONE_WORDING):
         sys.exit(f"{src}: preset {doc.get('preset')!r}, not 'mixed'")
     return doc, src.with_suffix("")
 

@@ -51,6 +51,9 @@ from tsevo.roles.builtin import MeasurementPlanner
 from tsevo.roles.builtin.kindplan import KindPlanSettings
 from tsevo.store import RunLayout
 
+#: The preset suffix (and suite-reference suffix) of a one-wording run (:func:`one_wording`).
+ONE_WORDING = ":one-wording"
+
 KEYS = ("base", "final", "gain", "family_gain_mean", "family_gain_min", "harmed_pct", "round_s")
 
 
@@ -107,7 +110,7 @@ def one_seed(
     """
     if wording and preset != "mixed":
         raise ValueError(f"one wording per kind is a variant of mixed, not of {preset!r}")
-    ref = f"synthetic:{preset}:seed={seed}" + (":one-wording" if wording else "")
+    ref = f"synthetic:{preset}:seed={seed}" + (ONE_WORDING if wording else "")
     t0 = time.perf_counter()
     if not (reuse and _finished(out) and _ref(out) == ref):  # another suite's run is rerun
         suite = make_suite(preset, seed=seed)
@@ -305,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     agg = aggregate(rows)
     commit = git_commit()
     doc = {
-        "preset": args.preset + (":one-wording" if args.one_wording else ""),
+        "preset": args.preset + (ONE_WORDING if args.one_wording else ""),
         "label": args.label,
         "kinds": args.kinds,
         "params": params,
